@@ -1,0 +1,281 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// config is itlproxy's whole configuration, read from the environment.
+// Each field's help tag is what `itlproxy -h` prints for it; the README's
+// table says the same (a test keeps them in step).
+type config struct {
+	UpstreamURL string `env:"ITLPROXY_UPSTREAM_URL" help:"URL of the OpenAI-compatible server (http or https, optional base path). Required, except in demo mode."`
+	ListenAddr  string `env:"ITLPROXY_LISTEN_ADDR" envDefault:":8080" help:"Address of the proxy listener: proxied traffic only."`
+	AdminAddr   string `env:"ITLPROXY_ADMIN_ADDR" envDefault:":9090" help:"Address of the admin listener: /metrics, /healthz, /readyz."`
+
+	Models    []string `env:"ITLPROXY_MODELS" help:"Comma-separated allow-list of model label values; other models are labelled _other. Empty: any model, up to ITLPROXY_MAX_MODELS."`
+	MaxModels int      `env:"ITLPROXY_MAX_MODELS" envDefault:"32" help:"Distinct model label values kept when there is no allow-list; later models are labelled _other."`
+
+	MaxRequestBytes byteSize      `env:"ITLPROXY_MAX_REQUEST_BYTES" envDefault:"32MiB" help:"Largest request body accepted; larger ones get 413. Bytes, or with KiB/MiB/GiB."`
+	MaxEventBytes   byteSize      `env:"ITLPROXY_MAX_EVENT_BYTES" envDefault:"1MiB" help:"Largest SSE event (or non-streamed JSON body) the measurement buffers; larger ones are forwarded unmeasured and counted."`
+	UpstreamTimeout time.Duration `env:"ITLPROXY_UPSTREAM_TIMEOUT" envDefault:"10m" help:"Longest wait for the upstream's response headers (a non-streamed request waits for its whole generation); 504 after it. 0: no limit."`
+
+	ShutdownDelay   time.Duration `env:"ITLPROXY_SHUTDOWN_DELAY" envDefault:"0s" help:"On SIGTERM, how long to keep accepting requests after /readyz starts failing, so load balancers stop sending first."`
+	ShutdownTimeout time.Duration `env:"ITLPROXY_SHUTDOWN_TIMEOUT" envDefault:"30s" help:"On SIGTERM, how long streams in flight may take to finish before they are cut."`
+
+	LogLevel  string `env:"ITLPROXY_LOG_LEVEL" envDefault:"info" help:"debug (one line per request), info, warn or error."`
+	LogFormat string `env:"ITLPROXY_LOG_FORMAT" envDefault:"json" help:"json or console."`
+
+	DemoClients int `env:"ITLPROXY_DEMO_CLIENTS" envDefault:"6" help:"Demo mode only: concurrent simulated clients."`
+}
+
+// byteSize is a size in bytes, written as a whole number with an optional
+// KiB, MiB or GiB suffix.
+type byteSize int64
+
+func (b *byteSize) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/mult {
+		return errNotSize
+	}
+	*b = byteSize(n * mult)
+	return nil
+}
+
+var errNotSize = errors.New("not a size")
+
+// configError lists every problem found in the configuration.
+type configError struct {
+	problems []string
+}
+
+func (e *configError) Error() string {
+	return "invalid configuration:\n  " + strings.Join(e.problems, "\n  ") +
+		"\nrun 'itlproxy -h' for every variable"
+}
+
+// loadConfig reads the configuration from environ and checks it. The
+// upstream is optional in demo mode, which brings its own.
+func loadConfig(environ map[string]string, demo bool) (config, error) {
+	var cfg config
+	err := env.ParseWithOptions(&cfg, env.Options{Environment: environ})
+	var problems []string
+	bad := map[string]bool{}
+	var agg env.AggregateError
+	if errors.As(err, &agg) {
+		for _, e := range agg.Errors {
+			var pe env.ParseError
+			if !errors.As(e, &pe) {
+				problems = append(problems, e.Error())
+				continue
+			}
+			key := envKey(pe.Name)
+			bad[key] = true
+			problems = append(problems, fmt.Sprintf("%s=%q: %s", key, environ[key], parseProblem(pe)))
+		}
+	} else if err != nil {
+		problems = append(problems, err.Error())
+	}
+	for _, p := range cfg.validate(demo) {
+		if !bad[p.key] {
+			problems = append(problems, p.String())
+		}
+	}
+	if len(problems) > 0 {
+		return cfg, &configError{problems: problems}
+	}
+	cfg.Models = cleanList(cfg.Models)
+	return cfg, nil
+}
+
+// envKey returns the variable of the config field named field.
+func envKey(field string) string {
+	f, _ := reflect.TypeFor[config]().FieldByName(field)
+	key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	return key
+}
+
+func parseProblem(pe env.ParseError) string {
+	switch pe.Type {
+	case reflect.TypeFor[time.Duration]():
+		return "not a duration (e.g. 500ms, 30s, 10m)"
+	case reflect.TypeFor[byteSize]():
+		return "not a size (e.g. 1048576, 512KiB, 32MiB)"
+	case reflect.TypeFor[int]():
+		return "not a whole number"
+	}
+	return pe.Err.Error()
+}
+
+type problem struct {
+	key, value, why string
+}
+
+func (p problem) String() string {
+	if p.value == "" {
+		return p.key + ": " + p.why
+	}
+	return fmt.Sprintf("%s=%q: %s", p.key, p.value, p.why)
+}
+
+// validate returns every problem with the parsed values.
+func (c config) validate(demo bool) []problem {
+	var ps []problem
+	add := func(key, value, why string) { ps = append(ps, problem{key, value, why}) }
+
+	switch {
+	case c.UpstreamURL == "" && !demo:
+		add("ITLPROXY_UPSTREAM_URL", "", "required: the URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+	case c.UpstreamURL != "":
+		if why := checkUpstream(c.UpstreamURL); why != "" {
+			add("ITLPROXY_UPSTREAM_URL", redactURL(c.UpstreamURL), why)
+		}
+	}
+	listenOK := checkAddr(c.ListenAddr)
+	if !listenOK {
+		add("ITLPROXY_LISTEN_ADDR", c.ListenAddr, "not a host:port address (e.g. :8080, 127.0.0.1:8080)")
+	}
+	switch {
+	case !checkAddr(c.AdminAddr):
+		add("ITLPROXY_ADMIN_ADDR", c.AdminAddr, "not a host:port address (e.g. :9090, 127.0.0.1:9090)")
+	case listenOK && samePort(c.ListenAddr, c.AdminAddr):
+		add("ITLPROXY_ADMIN_ADDR", c.AdminAddr, "must differ from ITLPROXY_LISTEN_ADDR: the proxy port serves only proxied traffic")
+	}
+	if c.MaxModels < 1 {
+		add("ITLPROXY_MAX_MODELS", strconv.Itoa(c.MaxModels), "must be at least 1")
+	}
+	if c.MaxRequestBytes < 1 {
+		add("ITLPROXY_MAX_REQUEST_BYTES", strconv.FormatInt(int64(c.MaxRequestBytes), 10), "must be at least 1")
+	}
+	if c.MaxEventBytes < 1024 || c.MaxEventBytes > 1<<30 {
+		add("ITLPROXY_MAX_EVENT_BYTES", strconv.FormatInt(int64(c.MaxEventBytes), 10), "must be between 1KiB and 1GiB")
+	}
+	for _, d := range []struct {
+		key string
+		d   time.Duration
+	}{
+		{"ITLPROXY_UPSTREAM_TIMEOUT", c.UpstreamTimeout},
+		{"ITLPROXY_SHUTDOWN_DELAY", c.ShutdownDelay},
+		{"ITLPROXY_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
+	} {
+		if d.d < 0 {
+			add(d.key, d.d.String(), "must not be negative")
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		add("ITLPROXY_LOG_LEVEL", c.LogLevel, "must be debug, info, warn or error")
+	}
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		add("ITLPROXY_LOG_FORMAT", c.LogFormat, "must be json or console")
+	}
+	if c.DemoClients < 0 {
+		add("ITLPROXY_DEMO_CLIENTS", strconv.Itoa(c.DemoClients), "must not be negative")
+	}
+	return ps
+}
+
+// checkUpstream returns why raw is not a usable upstream URL, or "".
+func checkUpstream(raw string) string {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "not a URL"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "scheme must be http or https"
+	case u.Host == "":
+		return "no host"
+	case u.Fragment != "":
+		return "must not have a #fragment"
+	}
+	return ""
+}
+
+// redactURL hides a password in a URL so that it never reaches a message.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "(unparsable URL)"
+}
+
+func checkAddr(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= 65535
+}
+
+// samePort reports whether two listen addresses would collide: the same
+// non-zero port on overlapping hosts.
+func samePort(a, b string) bool {
+	ha, pa, _ := net.SplitHostPort(a)
+	hb, pb, _ := net.SplitHostPort(b)
+	if pa != pb || pa == "0" {
+		return false
+	}
+	return ha == hb || ha == "" || hb == ""
+}
+
+func cleanList(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// usage prints what `itlproxy -h` shows: the commands and every variable.
+func usage() string {
+	var b strings.Builder
+	b.WriteString(`itlproxy: a reverse proxy for OpenAI-compatible LLM servers that measures what
+users feel (time to first token, every gap between tokens, time per output
+token) and exports it on /metrics.
+
+Usage:
+  itlproxy           proxy to ITLPROXY_UPSTREAM_URL
+  itlproxy demo      run a simulated upstream, the proxy and a small load, and
+                     print a live table (no LLM server needed)
+  itlproxy version   print the version
+  itlproxy -h        print this help
+
+Configuration, from the environment:
+`)
+	t := reflect.TypeFor[config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		fmt.Fprintf(&b, "  %s", key)
+		if def, ok := f.Tag.Lookup("envDefault"); ok {
+			fmt.Fprintf(&b, " (default %s)", def)
+		}
+		fmt.Fprintf(&b, "\n      %s\n", f.Tag.Get("help"))
+	}
+	return b.String()
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy"
+)
+
+// Set at build time with -ldflags "-X main.version=... -X main.revision=...".
+var (
+	version  = "dev"
+	revision = ""
+)
+
+// usageError is a command line that names no known command.
+type usageError struct{ arg string }
+
+func (e *usageError) Error() string {
+	return fmt.Sprintf("unknown argument %q; run 'itlproxy -h' for usage", e.arg)
+}
+
+// run is the whole program: main only adds signals, the environment and
+// the exit status. It returns when ctx is canceled and the shutdown is
+// done, or when starting fails.
+func run(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
+	demo := false
+	switch {
+	case len(args) == 0:
+	case len(args) == 1 && args[0] == "demo":
+		demo = true
+	case len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help"):
+		_, err := io.WriteString(stdout, usage())
+		return err
+	case len(args) == 1 && args[0] == "version":
+		_, err := fmt.Fprintf(stdout, "itlproxy %s (revision %s, %s)\n", version, buildRevision(), runtime.Version())
+		return err
+	default:
+		return &usageError{arg: args[0]}
+	}
+	cfg, err := loadConfig(environ, demo)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	defer func() { _ = log.Sync() }()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	rec, err := metrics.New(reg, metrics.Options{
+		Models:    cfg.Models,
+		MaxModels: cfg.MaxModels,
+		Version:   version,
+		Revision:  buildRevision(),
+		GoVersion: runtime.Version(),
+	})
+	if err != nil {
+		return err
+	}
+
+	srv := &server{cfg: cfg, log: log, reg: reg, rec: rec}
+	if demo {
+		return srv.runDemo(ctx, stdout)
+	}
+	return srv.run(ctx, nil)
+}
+
+func buildRevision() string {
+	if revision != "" {
+		return revision
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				return s.Value
+			}
+		}
+	}
+	return "unknown"
+}
+
+func newLogger(cfg config, w io.Writer) *zap.Logger {
+	level, _ := zapcore.ParseLevel(cfg.LogLevel) // validated
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey = "ts"
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	enc.EncodeDuration = zapcore.StringDurationEncoder
+	var encoder zapcore.Encoder = zapcore.NewJSONEncoder(enc)
+	if cfg.LogFormat == "console" {
+		encoder = zapcore.NewConsoleEncoder(enc)
+	}
+	sink := zapcore.Lock(zapcore.AddSync(w))
+	return zap.New(zapcore.NewCore(encoder, sink, level), zap.ErrorOutput(sink))
+}
+
+// server owns the two listeners and their lifecycle.
+type server struct {
+	cfg   config
+	log   *zap.Logger
+	reg   *prometheus.Registry
+	rec   *metrics.Metrics
+	ready atomic.Bool
+}
+
+// run serves until ctx is canceled, then shuts down gracefully. started,
+// when not nil, is called with the bound addresses once both listeners
+// are up (demo mode starts its load then).
+func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.Addr) func()) error {
+	upstream, err := url.Parse(s.cfg.UpstreamURL)
+	if err != nil {
+		return err // validated already
+	}
+	p := proxy.New(proxy.Config{
+		Upstream:        upstream,
+		MaxRequestBytes: int64(s.cfg.MaxRequestBytes),
+		MaxEventBytes:   int(s.cfg.MaxEventBytes),
+		UpstreamTimeout: s.cfg.UpstreamTimeout,
+	}, s.rec, s.log.Named("proxy"))
+
+	proxyLn, err := net.Listen("tcp", s.cfg.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("proxy listener: %w", err)
+	}
+	adminLn, err := net.Listen("tcp", s.cfg.AdminAddr)
+	if err != nil {
+		proxyLn.Close()
+		return fmt.Errorf("admin listener: %w", err)
+	}
+	httpLog, _ := zap.NewStdLogAt(s.log.Named("http"), zap.WarnLevel)
+	proxySrv := &http.Server{
+		Handler: p,
+		// No ReadTimeout or WriteTimeout: they would cut long uploads and
+		// long streams. Slow clients are bounded by the header timeout.
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          httpLog,
+	}
+	adminSrv := &http.Server{
+		Handler:           s.adminRoutes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          httpLog,
+	}
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- proxySrv.Serve(proxyLn) }()
+	go func() { serveErr <- adminSrv.Serve(adminLn) }()
+	s.ready.Store(true)
+	s.log.Info("itlproxy started",
+		zap.String("version", version),
+		zap.Stringer("proxy_addr", proxyLn.Addr()),
+		zap.Stringer("admin_addr", adminLn.Addr()),
+		zap.String("upstream", upstreamForLog(upstream)))
+
+	stopStarted := func() {}
+	if started != nil {
+		stopStarted = started(proxyLn.Addr(), adminLn.Addr())
+	}
+
+	var failed error
+	select {
+	case <-ctx.Done():
+	case failed = <-serveErr:
+		s.log.Error("listener failed", zap.Error(failed))
+	}
+
+	// Readiness fails first, so that load balancers stop sending; after
+	// the delay, the proxy listener closes and streams in flight get until
+	// the timeout to finish; the admin listener closes last, so /metrics
+	// is scraped until the end.
+	s.ready.Store(false)
+	stopStarted()
+	s.log.Info("shutting down", zap.Duration("delay", s.cfg.ShutdownDelay), zap.Duration("timeout", s.cfg.ShutdownTimeout))
+	if failed == nil && s.cfg.ShutdownDelay > 0 {
+		time.Sleep(s.cfg.ShutdownDelay)
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := proxySrv.Shutdown(shutdownCtx); err != nil {
+		s.log.Warn("streams still in flight at the shutdown timeout were cut", zap.Error(err))
+		proxySrv.Close()
+	}
+	adminCtx, cancelAdmin := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelAdmin()
+	_ = adminSrv.Shutdown(adminCtx)
+	s.log.Info("stopped")
+	if failed != nil && !errors.Is(failed, http.ErrServerClosed) {
+		return failed
+	}
+	return nil
+}
+
+// upstreamForLog shows the upstream without credentials or query (where
+// some hosted APIs take keys).
+func upstreamForLog(u *url.URL) string {
+	c := *u
+	c.User, c.RawQuery = nil, ""
+	return c.String()
+}
+
+func (s *server) adminRoutes() http.Handler {
+	r := chi.NewRouter()
+	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
+		// OpenMetrics is negotiated with scrapers that ask for it: it is
+		// the format that carries exemplars.
+		EnableOpenMetrics: true,
+		Registry:          s.reg,
+	}))
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return r
+}

@@ -1,0 +1,78 @@
+package metrics
+
+import (
+	"sync"
+	"unicode/utf8"
+)
+
+// Model label values that do not name a model.
+const (
+	// ModelOther is the label of every model outside the allow-list, or
+	// past the distinct-model cap.
+	ModelOther = "_other"
+	// ModelUnknown is the label of requests that name no model (or whose
+	// body could not be read as JSON).
+	ModelUnknown = "_unknown"
+)
+
+// maxModelNameBytes bounds a label value's length: a client could send a
+// megabyte-long "model" string, and it would be copied into every series.
+const maxModelNameBytes = 256
+
+// modelLabels turns the model named by a request into a bounded label
+// value. With an allow-list, only listed models keep their name. Without
+// one, the first max distinct names seen keep theirs and later ones become
+// ModelOther, so a client sending random model names cannot grow the series
+// count without bound (the same fold Caddy applies to unknown hosts).
+type modelLabels struct {
+	allow map[string]bool // nil: no allow-list, cap by max
+	max   int
+
+	mu   sync.RWMutex
+	seen map[string]bool
+}
+
+func newModelLabels(allow []string, max int) *modelLabels {
+	l := &modelLabels{max: max, seen: make(map[string]bool)}
+	if len(allow) > 0 {
+		l.allow = make(map[string]bool, len(allow))
+		for _, m := range allow {
+			l.allow[m] = true
+		}
+	}
+	return l
+}
+
+// label returns the label value for model.
+func (l *modelLabels) label(model string) string {
+	switch {
+	case model == "":
+		return ModelUnknown
+	case len(model) > maxModelNameBytes || !utf8.ValidString(model):
+		return ModelOther
+	case l.allow != nil:
+		if l.allow[model] {
+			return model
+		}
+		return ModelOther
+	}
+	l.mu.RLock()
+	known, full := l.seen[model], len(l.seen) >= l.max
+	l.mu.RUnlock()
+	if known {
+		return model
+	}
+	if full {
+		return ModelOther
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[model] {
+		return model
+	}
+	if len(l.seen) >= l.max {
+		return ModelOther
+	}
+	l.seen[model] = true
+	return model
+}

@@ -1,0 +1,242 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// usage is the token usage an upstream reported; -1 means not reported.
+type usage struct {
+	input, output int64
+}
+
+var noUsage = usage{input: -1, output: -1}
+
+// chunk is what the measurement reads from one streamed event's JSON, or
+// from a whole non-streamed response body, of the chat completions and
+// completions APIs.
+//
+// The readers below follow JSON's semantics where they matter: when a key
+// repeats, its last value counts (as encoding/json decides); a value of an
+// unexpected type makes the chunk unparsable, except where the API allows
+// null. A differential fuzz test holds them to encoding/json.
+type chunk struct {
+	// token: the chunk carries output, per DESIGN.md's definition of a
+	// token-bearing event: a choices[].delta with non-empty content,
+	// reasoning_content, reasoning, refusal or tool-call name/arguments, or
+	// a non-empty choices[].text.
+	token bool
+	// usage: the chunk's usage object, if it had one.
+	usage    usage
+	hasUsage bool
+	// failed: the chunk is an error report ({"error": {...}}, or vLLM's
+	// older {"object": "error", ...}).
+	failed bool
+}
+
+// parseChunk reads a chunk. ok is false when data is not one well-formed
+// JSON object of the expected shape.
+func parseChunk(data []byte) (c chunk, ok bool) {
+	c.usage = noUsage
+	s := jsonScan{b: data}
+	if !s.open('{') {
+		return c, false
+	}
+	var errorSet, objectIsError bool
+	for n := 0; s.more('}', &n); {
+		switch string(s.key()) {
+		case "choices":
+			c.token = choicesCarryOutput(&s)
+		case "usage":
+			c.usage = noUsage
+			c.hasUsage = readUsage(&s, &c.usage)
+		case "error":
+			errorSet = !s.null()
+			if errorSet {
+				s.skip()
+			}
+		case "object":
+			objectIsError = false
+			if s.peek() == '"' {
+				objectIsError = string(s.str()) == "error"
+			} else {
+				s.skip()
+			}
+		default:
+			s.skip()
+		}
+	}
+	c.failed = errorSet || objectIsError
+	return c, s.end()
+}
+
+// A set of the members of one object that carry output. Each member's bit
+// is set or cleared by its last occurrence.
+type outputFields uint8
+
+func (f *outputFields) set(bit outputFields, on bool) {
+	if on {
+		*f |= bit
+	} else {
+		*f &^= bit
+	}
+}
+
+// choicesCarryOutput reads a choices array and reports whether any choice
+// carries output. Every choice counts: with n > 1 one event may carry
+// several choices' tokens, and it is still one event on the wire.
+func choicesCarryOutput(s *jsonScan) bool {
+	if s.null() || !s.open('[') {
+		return false
+	}
+	out := false
+	for n := 0; s.more(']', &n); {
+		if !s.open('{') {
+			return false
+		}
+		var f outputFields
+		for m := 0; s.more('}', &m); {
+			switch string(s.key()) {
+			case "delta":
+				f.set(1, deltaCarriesOutput(s))
+			case "text":
+				f.set(2, s.nonEmptyString())
+			default:
+				s.skip()
+			}
+		}
+		out = out || f != 0
+	}
+	return out
+}
+
+func deltaCarriesOutput(s *jsonScan) bool {
+	if s.null() || !s.open('{') {
+		return false
+	}
+	var f outputFields
+	for n := 0; s.more('}', &n); {
+		switch string(s.key()) {
+		case "content":
+			f.set(1, s.nonEmptyString())
+		case "reasoning_content":
+			f.set(2, s.nonEmptyString())
+		case "reasoning":
+			f.set(4, s.nonEmptyString())
+		case "refusal":
+			f.set(8, s.nonEmptyString())
+		case "tool_calls":
+			f.set(16, toolCallsCarryOutput(s))
+		case "function_call": // the deprecated single-function form
+			f.set(32, functionCarriesOutput(s))
+		default:
+			s.skip()
+		}
+	}
+	return f != 0
+}
+
+func toolCallsCarryOutput(s *jsonScan) bool {
+	if s.null() || !s.open('[') {
+		return false
+	}
+	out := false
+	for n := 0; s.more(']', &n); {
+		if !s.open('{') {
+			return false
+		}
+		var f outputFields
+		for m := 0; s.more('}', &m); {
+			if string(s.key()) == "function" {
+				f.set(1, functionCarriesOutput(s))
+			} else {
+				s.skip()
+			}
+		}
+		out = out || f != 0
+	}
+	return out
+}
+
+func functionCarriesOutput(s *jsonScan) bool {
+	if s.null() || !s.open('{') {
+		return false
+	}
+	var f outputFields
+	for n := 0; s.more('}', &n); {
+		switch string(s.key()) {
+		case "name":
+			f.set(1, s.nonEmptyString())
+		case "arguments":
+			f.set(2, s.nonEmptyString())
+		default:
+			s.skip()
+		}
+	}
+	return f != 0
+}
+
+// readUsage reads a usage object into u and reports whether there was one
+// (null is none).
+func readUsage(s *jsonScan, u *usage) bool {
+	if s.null() || !s.open('{') {
+		return false
+	}
+	for n := 0; s.more('}', &n); {
+		switch string(s.key()) {
+		case "prompt_tokens":
+			u.input = s.int()
+		case "completion_tokens":
+			u.output = s.int()
+		default:
+			s.skip()
+		}
+	}
+	return true
+}
+
+// requestInfo is what the proxy reads from a request body.
+type requestInfo struct {
+	model  string
+	stream bool
+}
+
+// inspectRequest reads the top-level "model" and "stream" of a request
+// body. ok is false when the body is not one well-formed JSON object.
+func inspectRequest(body []byte) (info requestInfo, ok bool) {
+	s := jsonScan{b: body}
+	if !s.open('{') {
+		return info, false
+	}
+	for n := 0; s.more('}', &n); {
+		switch string(s.key()) {
+		case "model":
+			info.model = ""
+			if s.peek() == '"' {
+				info.model = decodeString(s.str())
+			} else {
+				s.skip()
+			}
+		case "stream":
+			info.stream = s.peek() == 't'
+			s.skip()
+		default:
+			s.skip()
+		}
+	}
+	return info, s.end()
+}
+
+// decodeString decodes the raw contents of a JSON string.
+func decodeString(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw)
+	}
+	var out string
+	quoted := make([]byte, 0, len(raw)+2)
+	quoted = append(append(append(quoted, '"'), raw...), '"')
+	if json.Unmarshal(quoted, &out) != nil {
+		return ""
+	}
+	return out
+}

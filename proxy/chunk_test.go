@@ -1,0 +1,282 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+func TestParseChunk(t *testing.T) {
+	tok := chunk{token: true, usage: noUsage}
+	none := chunk{usage: noUsage}
+	cases := []struct {
+		name string
+		in   string
+		want chunk
+		ok   bool
+	}{
+		{"content", `{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`, tok, true},
+		{"role only", `{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`, none, true},
+		{"role and content together (Ollama)", `{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"}}]}`, tok, true},
+		{"null content", `{"choices":[{"delta":{"content":null}}]}`, none, true},
+		{"empty delta with finish", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, none, true},
+		{"escaped content", `{"choices":[{"delta":{"content":"\n"}}]}`, tok, true},
+		{"whitespace content is output", `{"choices":[{"delta":{"content":" "}}]}`, tok, true},
+		{"reasoning_content", `{"choices":[{"delta":{"reasoning_content":"think"}}]}`, tok, true},
+		{"reasoning", `{"choices":[{"delta":{"reasoning":"think","content":null}}]}`, tok, true},
+		{"refusal", `{"choices":[{"delta":{"refusal":"no"}}]}`, tok, true},
+		{"tool call name", `{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"get","arguments":""}}]}}]}`, tok, true},
+		{"tool call arguments", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\""}}]}}]}`, tok, true},
+		{"tool call empty", `{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}`, none, true},
+		{"function_call", `{"choices":[{"delta":{"function_call":{"arguments":"{}"}}}]}`, tok, true},
+		{"completions text", `{"object":"text_completion","choices":[{"index":0,"text":" the","logprobs":null}]}`, tok, true},
+		{"completions empty text", `{"choices":[{"index":0,"text":"","finish_reason":"length"}]}`, none, true},
+		{"several choices, one with output", `{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"b"}}]}`, tok, true},
+		{"usage only", `{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}`,
+			chunk{usage: usage{12, 34}, hasUsage: true}, true},
+		{"usage null", `{"choices":[{"delta":{"content":"x"}}],"usage":null}`, tok, true},
+		{"usage with token (continuous usage)", `{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`,
+			chunk{token: true, usage: usage{5, 1}, hasUsage: true}, true},
+		{"usage fraction is not a count", `{"usage":{"prompt_tokens":1.5,"completion_tokens":2e1}}`, chunk{usage: noUsage, hasUsage: true}, true},
+		{"usage huge is not a count", `{"usage":{"completion_tokens":12345678901234567}}`, chunk{usage: noUsage, hasUsage: true}, true},
+		{"error object", `{"error":{"message":"boom","type":"server_error","code":500}}`, chunk{usage: noUsage, failed: true}, true},
+		{"error null", `{"error":null,"choices":[]}`, none, true},
+		{"vLLM object error", `{"object":"error","message":"boom","code":400}`, chunk{usage: noUsage, failed: true}, true},
+		{"unknown nested fields skipped", `{"x":{"choices":[{"delta":{"content":"no"}}]},"choices":[{"logprobs":{"content":[{"token":"a","bytes":[1,2]}]},"delta":{"content":"y"}}]}`, tok, true},
+		{"escaped key", `{"choices":[{"delta":{"cont\u0065nt":"x"}}]}`, tok, true},
+		{"last duplicate wins", `{"choices":[{"delta":{"content":"x","content":""}}]}`, none, true},
+		{"whitespace everywhere", " {\n\t\"choices\" : [ { \"delta\" : { \"content\" : \"x\" } } ] }\r\n", tok, true},
+		{"not JSON", `keep-alive`, none, false},
+		{"truncated", `{"choices":[{"delta":{"content":"x"`, none, false},
+		{"trailing garbage", `{"choices":[]} x`, none, false},
+		{"array at top", `[{"choices":[]}]`, none, false},
+		{"choices not an array", `{"choices":"x"}`, none, false},
+		{"trailing comma", `{"choices":[],}`, none, false},
+		{"empty", ``, none, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := parseChunk([]byte(tc.in))
+			if ok != tc.ok || ok && got != tc.want {
+				t.Errorf("parseChunk(%s) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
+			}
+			if ref, refOK, valid := referenceChunk([]byte(tc.in)); valid && (refOK != ok || ok && ref != got) {
+				t.Errorf("encoding/json reference disagrees: %+v, %v", ref, refOK)
+			}
+		})
+	}
+}
+
+func TestInspectRequest(t *testing.T) {
+	cases := []struct {
+		name string
+		in   string
+		want requestInfo
+		ok   bool
+	}{
+		{"chat", `{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"hi"}],"stream":true}`,
+			requestInfo{model: "meta-llama/Llama-3.1-8B-Instruct", stream: true}, true},
+		{"not streaming", `{"stream":false,"model":"m"}`, requestInfo{model: "m"}, true},
+		{"no stream field", `{"model":"qwen2.5:7b"}`, requestInfo{model: "qwen2.5:7b"}, true},
+		{"escaped model", `{"model":"a\u002fb"}`, requestInfo{model: "a/b"}, true},
+		{"model not a string", `{"model":42,"stream":true}`, requestInfo{stream: true}, true},
+		{"stream not a bool", `{"model":"m","stream":"true"}`, requestInfo{model: "m"}, true},
+		{"model inside messages ignored", `{"messages":[{"model":"x"}],"model":"y"}`, requestInfo{model: "y"}, true},
+		{"not JSON", `model=m`, requestInfo{}, false},
+		{"empty", ``, requestInfo{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := inspectRequest([]byte(tc.in))
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("inspectRequest(%s) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// FuzzParseChunk holds the allocation-free reader to encoding/json: on
+// every input that encoding/json accepts as JSON, both must agree on
+// whether it is a chunk and on what it says. On any input, no panic.
+func FuzzParseChunk(f *testing.F) {
+	for _, seed := range []string{
+		`{"choices":[{"index":0,"delta":{"content":"Hi"}}]}`,
+		`{"choices":[{"delta":{"tool_calls":[{"function":{"name":"f","arguments":"{}"}}]}}],"usage":null}`,
+		`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}`,
+		`{"choices":[{"text":"a"},{"text":""}],"object":"text_completion"}`,
+		`{"error":{"message":"x"}}`,
+		`{"object":"error"}`,
+		`{"choices":[{"delta":{"cont\u0065nt":"x","content":""}}]}`,
+		`[1,{"a":[true,false,null,-1.5e3,"\"\\"]}]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := parseChunk(data)
+		ref, refOK, valid := referenceChunk(data)
+		if !valid || hasDuplicateKeys(data) {
+			// A map cannot tell which of two same-named members came first;
+			// the table test covers duplicates.
+			return
+		}
+		if ok != refOK || ok && got != ref {
+			t.Fatalf("parseChunk(%q) = %+v, %v; encoding/json says %+v, %v", data, got, ok, ref, refOK)
+		}
+	})
+}
+
+// referenceChunk is parseChunk written plainly with encoding/json. valid
+// reports whether data is JSON at all; ok whether it has a chunk's shape.
+func referenceChunk(data []byte) (c chunk, ok, valid bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return c, false, false
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return c, false, false
+	}
+	c.usage = noUsage
+	top, isObj := v.(map[string]any)
+	if !isObj {
+		return c, false, true
+	}
+	if ch, present := top["choices"]; present {
+		if c.token, ok = refAny(ch, refChoice); !ok {
+			return c, false, true
+		}
+	}
+	if u, present := top["usage"]; present && u != nil {
+		m, isObj := u.(map[string]any)
+		if !isObj {
+			return c, false, true
+		}
+		c.hasUsage = true
+		c.usage = usage{refCount(m["prompt_tokens"]), refCount(m["completion_tokens"])}
+	}
+	obj, _ := top["object"].(string)
+	c.failed = top["error"] != nil || obj == "error"
+	return c, true, true
+}
+
+// refAny applies each to the elements of an array (null: none) and
+// reports whether any carries output.
+func refAny(v any, each func(map[string]any) (bool, bool)) (out, ok bool) {
+	if v == nil {
+		return false, true
+	}
+	arr, isArr := v.([]any)
+	if !isArr {
+		return false, false
+	}
+	for _, e := range arr {
+		m, isObj := e.(map[string]any)
+		if !isObj {
+			return false, false
+		}
+		o, ok := each(m)
+		if !ok {
+			return false, false
+		}
+		out = out || o
+	}
+	return out, true
+}
+
+// refObject applies fields to an object value (null: no output).
+func refObject(v any, fields func(map[string]any) (bool, bool)) (bool, bool) {
+	if v == nil {
+		return false, true
+	}
+	m, isObj := v.(map[string]any)
+	if !isObj {
+		return false, false
+	}
+	return fields(m)
+}
+
+func refChoice(m map[string]any) (bool, bool) {
+	delta, ok := refObject(m["delta"], refDelta)
+	return delta || refNonEmpty(m["text"]), ok
+}
+
+func refDelta(m map[string]any) (bool, bool) {
+	out := refNonEmpty(m["content"]) || refNonEmpty(m["reasoning_content"]) ||
+		refNonEmpty(m["reasoning"]) || refNonEmpty(m["refusal"])
+	calls, ok1 := refAny(m["tool_calls"], func(tc map[string]any) (bool, bool) {
+		return refObject(tc["function"], refFunction)
+	})
+	fn, ok2 := refObject(m["function_call"], refFunction)
+	return out || calls || fn, ok1 && ok2
+}
+
+func refFunction(m map[string]any) (bool, bool) {
+	return refNonEmpty(m["name"]) || refNonEmpty(m["arguments"]), true
+}
+
+func refNonEmpty(v any) bool {
+	s, ok := v.(string)
+	return ok && s != ""
+}
+
+var countPattern = regexp.MustCompile(`^[0-9]{1,15}$`)
+
+func refCount(v any) int64 {
+	n, ok := v.(json.Number)
+	if !ok || !countPattern.MatchString(n.String()) {
+		return -1
+	}
+	i, _ := strconv.ParseInt(n.String(), 10, 64)
+	return i
+}
+
+// hasDuplicateKeys reports whether any object in the JSON text data names a
+// member twice.
+func hasDuplicateKeys(data []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	type frame struct {
+		keys     map[string]bool
+		isObject bool
+		wantKey  bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.isObject && top.wantKey {
+			if k, isKey := tok.(string); isKey {
+				if top.keys[k] {
+					return true
+				}
+				top.keys[k] = true
+				top.wantKey = false
+				continue
+			}
+		}
+		if top != nil && top.isObject {
+			top.wantKey = true
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, isObject: true, wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].isObject {
+				stack[len(stack)-1].wantKey = true
+			}
+		}
+	}
+}

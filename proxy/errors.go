@@ -1,0 +1,58 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/itlproxy/itlproxy/metrics"
+)
+
+// apiError is the body of an OpenAI-style error response, the shape every
+// OpenAI-compatible client knows how to report.
+type apiError struct {
+	Error apiErrorDetail `json:"error"`
+}
+
+type apiErrorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+func writeError(w http.ResponseWriter, status int, typ, code, message string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(apiError{Error: apiErrorDetail{Message: message, Type: typ, Code: code}})
+}
+
+// handleUpstreamError answers when the upstream gave no response: it could
+// not be reached, it timed out before its headers, or the client went away
+// first (then there is no one to answer).
+func (p *Proxy) handleUpstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	ex := exchangeFrom(r.Context())
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		ex.fail(statusClientClosed, metrics.OutcomeClientCanceled)
+	case errors.As(err, &netErr) && netErr.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		ex.fail(http.StatusGatewayTimeout, metrics.OutcomeUpstreamError)
+		p.log.Warn("upstream timed out before responding", zap.String("endpoint", ex.labels.Endpoint),
+			zap.String("model", ex.labels.Model), zap.Error(err))
+		writeError(w, ex.code, "upstream_error", "upstream_timeout",
+			"itlproxy: the upstream server did not respond in time")
+	default:
+		ex.fail(http.StatusBadGateway, metrics.OutcomeUpstreamError)
+		p.log.Warn("upstream unreachable", zap.String("endpoint", ex.labels.Endpoint),
+			zap.String("model", ex.labels.Model), zap.Error(err))
+		writeError(w, ex.code, "upstream_error", "upstream_unreachable",
+			"itlproxy: the upstream server could not be reached")
+	}
+}

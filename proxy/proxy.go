@@ -1,0 +1,102 @@
+// Package proxy is itlproxy's data path: it routes each request, reads the
+// model and stream flag from the body of the endpoints it measures, forwards
+// everything through httputil.ReverseProxy unchanged, and measures the
+// response as it passes (see DESIGN.md, "Data path").
+package proxy
+
+import (
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"go.uber.org/zap"
+
+	"github.com/itlproxy/itlproxy/metrics"
+)
+
+// Config configures a Proxy.
+type Config struct {
+	// Upstream is where every request goes: scheme, host and an optional
+	// base path that request paths are appended to.
+	Upstream *url.URL
+	// MaxRequestBytes bounds the request bodies the proxy reads to find the
+	// model; larger ones are refused with 413.
+	MaxRequestBytes int64
+	// MaxEventBytes bounds what the measurement buffers: one SSE event, or
+	// one non-streamed JSON body. Larger ones pass through unmeasured.
+	MaxEventBytes int
+	// UpstreamTimeout bounds the wait for the upstream's response headers
+	// (for a non-streamed request, the whole generation); 0 means none.
+	UpstreamTimeout time.Duration
+	// Transport carries requests to the upstream. Nil means NewTransport.
+	Transport http.RoundTripper
+}
+
+// Proxy is the http.Handler of the proxy listener.
+type Proxy struct {
+	cfg    Config
+	rec    *metrics.Metrics
+	log    *zap.Logger
+	rp     *httputil.ReverseProxy
+	router chi.Router
+}
+
+// New returns a proxy to cfg.Upstream that reports to rec and logs to log.
+func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
+	p := &Proxy{cfg: cfg, rec: rec, log: log}
+	transport := cfg.Transport
+	if transport == nil {
+		transport = NewTransport(cfg.UpstreamTimeout)
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// SetURL also sets the outbound Host to the upstream's, as
+			// hosted APIs and TLS virtual hosts require.
+			pr.SetURL(cfg.Upstream)
+			pr.SetXForwarded()
+		},
+		Transport:      transport,
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.handleUpstreamError,
+		ErrorLog:       zapStdLog(log),
+	}
+	p.router = p.routes()
+	return p
+}
+
+// NewTransport returns the transport to the upstream: the default one's
+// dialing and TLS, enough idle connections for many concurrent streams, no
+// transparent compression (the client's Accept-Encoding goes through as it
+// is, and so does the upstream's encoding), and timeout as the bound on the
+// wait for response headers.
+func NewTransport(timeout time.Duration) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	t.DisableCompression = true
+	t.MaxIdleConns = 0
+	t.MaxIdleConnsPerHost = 1024
+	t.ResponseHeaderTimeout = timeout
+	return t
+}
+
+func zapStdLog(l *zap.Logger) *log.Logger {
+	std, err := zap.NewStdLogAt(l, zap.WarnLevel)
+	if err != nil { // only for levels zap does not know
+		panic(err)
+	}
+	return std
+}
+
+// ServeHTTP serves one proxied request.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.router.ServeHTTP(w, r)
+}
+
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	exchangeFrom(resp.Request.Context()).respond(resp, p.cfg.MaxEventBytes)
+	return nil
+}

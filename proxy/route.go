@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/itlproxy/itlproxy/metrics"
+)
+
+func (p *Proxy) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Post("/v1/chat/completions", p.measured(metrics.EndpointChatCompletions))
+	r.Post("/v1/completions", p.measured(metrics.EndpointCompletions))
+	// Everything else is forwarded and counted, not measured: the proxy
+	// port serves nothing of its own.
+	r.NotFound(p.passthrough)
+	r.MethodNotAllowed(p.passthrough)
+	return r
+}
+
+// measured serves an endpoint whose responses are measured: it reads the
+// body (up to the bound) for the model and the stream flag, then forwards
+// the same bytes.
+func (p *Proxy) measured(endpoint string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		t0 := time.Now()
+		body, err := readBody(r, p.cfg.MaxRequestBytes)
+		if err != nil {
+			p.refuseBody(w, r, p.rec.Labels("", endpoint), t0, err)
+			return
+		}
+		info, _ := inspectRequest(body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		ex := newExchange(p.rec, p.rec.Labels(info.model, endpoint), t0, info.stream)
+		p.forward(w, r, ex)
+	}
+}
+
+// passthrough serves every other request: forwarded as it comes, counted
+// under endpoint "other".
+func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
+	t0 := time.Now()
+	labels := metrics.Labels{Model: metrics.ModelUnknown, Endpoint: metrics.EndpointOther}
+	if r.ContentLength > p.cfg.MaxRequestBytes {
+		p.refuseBody(w, r, labels, t0, errBodyTooLarge)
+		return
+	}
+	p.forward(w, r, newExchange(p.rec, labels, t0, false))
+}
+
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	// finish runs even when ReverseProxy aborts the response with
+	// http.ErrAbortHandler: a stream cut mid-way is recorded too.
+	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+}
+
+var errBodyTooLarge = errors.New("request body too large")
+
+// readBody reads the whole request body, refusing one over max bytes
+// without reading more than max+1 of it.
+func readBody(r *http.Request, max int64) ([]byte, error) {
+	if r.ContentLength > max {
+		return nil, errBodyTooLarge
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(io.LimitReader(r.Body, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(buf.Len()) > max {
+		return nil, errBodyTooLarge
+	}
+	return buf.Bytes(), nil
+}
+
+// refuseBody answers a request whose body cannot be forwarded.
+func (p *Proxy) refuseBody(w http.ResponseWriter, r *http.Request, labels metrics.Labels, t0 time.Time, err error) {
+	ex := newExchange(p.rec, labels, t0, false)
+	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
+	switch {
+	case errors.Is(err, errBodyTooLarge):
+		ex.code = http.StatusRequestEntityTooLarge
+		// The rest of the body is not read: close the connection rather
+		// than drain it.
+		w.Header().Set("Connection", "close")
+		writeError(w, ex.code, "invalid_request_error", "request_too_large",
+			"itlproxy: the request body is larger than ITLPROXY_MAX_REQUEST_BYTES allows")
+	case r.Context().Err() != nil:
+		ex.code = statusClientClosed
+	default:
+		ex.code = http.StatusBadRequest
+		writeError(w, ex.code, "invalid_request_error", "unreadable_body",
+			"itlproxy: the request body could not be read")
+	}
+}

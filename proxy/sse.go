@@ -1,0 +1,198 @@
+package proxy
+
+import "bytes"
+
+// sseEvent is one dispatched server-sent event. Its slices belong to the
+// splitter and are valid only during the handler call.
+type sseEvent struct {
+	// Type is the value of the event's last "event:" field, empty when it
+	// had none (the spec's default type, "message").
+	Type []byte
+	// Data is the event's "data:" lines joined with '\n'.
+	Data []byte
+	// Oversized reports that the event grew past the splitter's bound; its
+	// Type and Data were dropped.
+	Oversized bool
+}
+
+// sseHandler receives the events a splitter dispatches.
+type sseHandler interface {
+	handleEvent(ev sseEvent)
+}
+
+// bom is the UTF-8 byte order mark, which the spec strips from the start
+// of a stream.
+var bom = []byte("\xEF\xBB\xBF")
+
+var newline = []byte{'\n'}
+
+// sseSplitter cuts a byte stream into server-sent events as the spec's
+// interpretation rules define them
+// (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation):
+// lines end in "\r\n", "\n" or "\r"; a blank line dispatches the event;
+// lines starting with ':' are comments; "data" lines are joined with '\n';
+// "id" and "retry" are read and ignored, as are unknown fields.
+//
+// It is fed the bytes of each read as they pass and never sees them again,
+// so events may be split across writes anywhere, even between the '\r' and
+// '\n' of one line end. It copies only what must outlive a write (a partial
+// line, the data of an event not yet dispatched), and never more than max
+// bytes of either: an event past that bound is dispatched as Oversized, so
+// memory stays bounded however long a line the upstream sends.
+type sseSplitter struct {
+	h   sseHandler
+	max int
+
+	line      []byte // an unterminated line carried over to the next write
+	data      []byte // the current event's data, lines joined with '\n'
+	typ       []byte // the current event's type
+	hasData   bool   // the current event has at least one data line
+	afterCR   bool   // the last write ended in '\r': a leading '\n' ends the same line
+	discard   bool   // the current line overflowed: drop it up to its end
+	oversized bool   // the current event overflowed: dispatch it as Oversized
+	started   bool   // the first line has been seen (BOM handled)
+}
+
+func newSSESplitter(h sseHandler, max int) *sseSplitter {
+	return &sseSplitter{h: h, max: max}
+}
+
+// write feeds the next bytes of the stream.
+func (s *sseSplitter) write(p []byte) {
+	for len(p) > 0 {
+		if s.afterCR {
+			s.afterCR = false
+			if p[0] == '\n' {
+				p = p[1:]
+				continue
+			}
+		}
+		i := lineEnd(p)
+		if i < 0 {
+			s.carry(p)
+			return
+		}
+		line := p[:i]
+		switch {
+		case len(s.line) > 0 || s.discard:
+			s.carry(line)
+			line = s.line
+		case len(line) > s.max:
+			s.discard = true // the same verdict carry gives a line split across writes
+		}
+		if p[i] == '\r' {
+			switch {
+			case i+1 == len(p):
+				s.afterCR = true
+			case p[i+1] == '\n':
+				i++
+			}
+		}
+		p = p[i+1:]
+		if s.discard {
+			s.discard = false
+			s.oversized = true
+		} else {
+			s.processLine(line)
+		}
+		s.line = s.line[:0]
+	}
+}
+
+// lineEnd returns the index of the first '\r' or '\n' in p, or -1.
+func lineEnd(p []byte) int {
+	n := bytes.IndexByte(p, '\n')
+	head := p
+	if n >= 0 {
+		head = p[:n]
+	}
+	if r := bytes.IndexByte(head, '\r'); r >= 0 {
+		return r
+	}
+	return n
+}
+
+// carry keeps part of a line that continues in a later write.
+func (s *sseSplitter) carry(b []byte) {
+	if s.discard {
+		return
+	}
+	if len(s.line)+len(b) > s.max {
+		s.discard = true
+		s.line = nil
+		return
+	}
+	s.line = appendBounded(s.line, b, s.max)
+}
+
+// appendBounded appends b to dst, which the caller has checked will stay
+// within max bytes, growing dst's capacity no further than max (append
+// alone could double it past the bound).
+func appendBounded(dst, b []byte, max int) []byte {
+	if need := len(dst) + len(b); need > cap(dst) {
+		grown := make([]byte, len(dst), min(max, 2*need))
+		copy(grown, dst)
+		dst = grown
+	}
+	return append(dst, b...)
+}
+
+func (s *sseSplitter) processLine(line []byte) {
+	if !s.started {
+		s.started = true
+		line = bytes.TrimPrefix(line, bom)
+	}
+	if len(line) == 0 {
+		s.dispatch()
+		return
+	}
+	if line[0] == ':' {
+		return // a comment: keep-alives look like this
+	}
+	name, value := line, []byte(nil)
+	if c := bytes.IndexByte(line, ':'); c >= 0 {
+		name, value = line[:c], line[c+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	switch string(name) {
+	case "data":
+		if s.oversized {
+			return
+		}
+		if len(s.data)+1+len(value) > s.max {
+			s.oversized = true
+			s.data = nil
+			return
+		}
+		if s.hasData {
+			s.data = appendBounded(s.data, newline, s.max)
+		}
+		s.data = appendBounded(s.data, value, s.max)
+		s.hasData = true
+	case "event":
+		s.typ = append(s.typ[:0], value...)
+	}
+}
+
+func (s *sseSplitter) dispatch() {
+	switch {
+	case s.oversized:
+		s.h.handleEvent(sseEvent{Oversized: true})
+	case s.hasData:
+		s.h.handleEvent(sseEvent{Type: s.typ, Data: s.data})
+	}
+	s.data, s.typ = s.data[:0], s.typ[:0]
+	s.hasData, s.oversized = false, false
+}
+
+// end is called at the end of the stream. It reports whether the stream
+// stopped inside an event: a partial line, or lines not yet dispatched by a
+// blank line. Such an event is dropped, as a client's parser drops it.
+func (s *sseSplitter) end() (truncated bool) {
+	truncated = len(s.line) > 0 || s.discard || s.hasData || s.oversized
+	s.line, s.data, s.typ = nil, nil, nil
+	s.hasData, s.oversized, s.discard, s.afterCR = false, false, false, false
+	return truncated
+}
