@@ -57,6 +57,11 @@ func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 			// SetURL also sets the outbound Host to the upstream's, as
 			// hosted APIs and TLS virtual hosts require.
 			pr.SetURL(cfg.Upstream)
+			// Append the client's address to the chain it sent, as nginx's
+			// $proxy_add_x_forwarded_for does; the proxy itself trusts none of it.
+			if prior := pr.In.Header.Values("X-Forwarded-For"); len(prior) > 0 {
+				pr.Out.Header["X-Forwarded-For"] = prior
+			}
 			pr.SetXForwarded()
 		},
 		Transport:      transport,

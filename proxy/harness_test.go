@@ -1,0 +1,197 @@
+package proxy
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/itlproxy/itlproxy/metrics"
+)
+
+// harness is a real proxy server in front of a real upstream server.
+type harness struct {
+	t        *testing.T
+	reg      *prometheus.Registry
+	upstream *httptest.Server
+	proxy    *httptest.Server
+	logs     *lockedBuffer
+	served   chan struct{}
+}
+
+type harnessOption func(*Config, *metrics.Options)
+
+// newHarness starts upstream (nil: none, for tests that set Config.Upstream
+// themselves) and a proxy to it.
+func newHarness(t *testing.T, upstream http.Handler, opts ...harnessOption) *harness {
+	t.Helper()
+	h := &harness{t: t, reg: prometheus.NewRegistry(), logs: &lockedBuffer{}, served: make(chan struct{}, 1000)}
+	cfg := Config{MaxRequestBytes: 1 << 20, MaxEventBytes: 1 << 20}
+	mopts := metrics.Options{MaxModels: 32, Version: "test"}
+	if upstream != nil {
+		h.upstream = httptest.NewServer(upstream)
+		t.Cleanup(h.upstream.Close)
+		cfg.Upstream, _ = url.Parse(h.upstream.URL)
+	}
+	for _, o := range opts {
+		o(&cfg, &mopts)
+	}
+	rec, err := metrics.New(h.reg, mopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(h.logs), zap.DebugLevel))
+	p := New(cfg, rec, log)
+	h.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() { h.served <- struct{}{} }()
+		p.ServeHTTP(w, r)
+	}))
+	t.Cleanup(h.proxy.Close)
+	return h
+}
+
+// waitServed waits until the proxy's handler has returned n more times, so
+// that the requests are recorded.
+func (h *harness) waitServed(n int) {
+	h.t.Helper()
+	for range n {
+		select {
+		case <-h.served:
+		case <-time.After(10 * time.Second):
+			h.t.Fatal("the proxy did not finish serving in 10s")
+		}
+	}
+}
+
+func (h *harness) post(path, body string, header ...string) *http.Response {
+	h.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, h.proxy.URL+path, strings.NewReader(body))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp
+}
+
+// series returns the series of the named family whose labels include
+// every name=value pair given.
+func (h *harness) series(name string, labels ...string) []*dto.Metric {
+	h.t.Helper()
+	families, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []*dto.Metric
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range f.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, l := range m.GetLabel() {
+					found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+				}
+				if !found {
+					continue metric
+				}
+			}
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// counter sums the matching counter (or gauge) series.
+func (h *harness) counter(name string, labels ...string) float64 {
+	h.t.Helper()
+	var v float64
+	for _, m := range h.series(name, labels...) {
+		v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+	}
+	return v
+}
+
+// hist sums the matching histogram series' counts and sums.
+func (h *harness) hist(name string, labels ...string) (count uint64, sum float64) {
+	h.t.Helper()
+	for _, m := range h.series(name, labels...) {
+		count += m.GetHistogram().GetSampleCount()
+		sum += m.GetHistogram().GetSampleSum()
+	}
+	return count, sum
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// writeChunks is an upstream that sends an event stream: it waits gaps[i]
+// (when given) before writing chunks[i], and flushes after each.
+func writeChunks(w http.ResponseWriter, r *http.Request, chunks [][]byte, gaps []time.Duration) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	for i, c := range chunks {
+		if i < len(gaps) && gaps[i] > 0 {
+			select {
+			case <-time.After(gaps[i]):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if _, err := w.Write(c); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
+}
+
+// events cuts an event stream after each blank line, so that each chunk
+// is one event.
+func events(stream string) [][]byte {
+	var out [][]byte
+	for len(stream) > 0 {
+		i := strings.Index(stream, "\n\n")
+		if i < 0 {
+			out = append(out, []byte(stream))
+			break
+		}
+		out = append(out, []byte(stream[:i+2]))
+		stream = stream[i+2:]
+	}
+	return out
+}
