@@ -99,9 +99,9 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 				"arrive in the same read are 0 s apart.",
 			gapBuckets, "model", "endpoint"),
 		tpot: histogram("time_per_output_token_seconds",
-			"Time per output token: (last token-bearing event - first token-bearing event) / (N - 1) per "+
-				"stream, N = usage.completion_tokens when the upstream reported usage, else the number of "+
-				"token-bearing events. Observed when the stream ends, if N >= 2.",
+			"Time per output token: the time from a stream's first token-bearing event to its last, "+
+				"divided by N - 1, where N = usage.completion_tokens when the upstream reported usage, else "+
+				"the number of token-bearing events. One observation per stream with N >= 2, when it ends.",
 			gapBuckets, "model", "endpoint"),
 		duration: histogram("request_duration_seconds",
 			"Request duration: from the proxy receiving the request headers (t0) to the last byte of the "+

@@ -1,21 +1,19 @@
 package proxy
 
 import (
-	"bytes"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/metrics/metricstest"
 )
 
 // harness is a real proxy server in front of a real upstream server.
@@ -24,7 +22,7 @@ type harness struct {
 	reg      *prometheus.Registry
 	upstream *httptest.Server
 	proxy    *httptest.Server
-	logs     *lockedBuffer
+	logs     *observer.ObservedLogs
 	served   chan struct{}
 }
 
@@ -34,7 +32,8 @@ type harnessOption func(*Config, *metrics.Options)
 // themselves) and a proxy to it.
 func newHarness(t *testing.T, upstream http.Handler, opts ...harnessOption) *harness {
 	t.Helper()
-	h := &harness{t: t, reg: prometheus.NewRegistry(), logs: &lockedBuffer{}, served: make(chan struct{}, 1000)}
+	core, logs := observer.New(zap.DebugLevel)
+	h := &harness{t: t, reg: prometheus.NewRegistry(), logs: logs, served: make(chan struct{}, 1000)}
 	cfg := Config{MaxRequestBytes: 1 << 20, MaxEventBytes: 1 << 20}
 	mopts := metrics.Options{MaxModels: 32, Version: "test"}
 	if upstream != nil {
@@ -49,8 +48,7 @@ func newHarness(t *testing.T, upstream http.Handler, opts ...harnessOption) *har
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(h.logs), zap.DebugLevel))
-	p := New(cfg, rec, log)
+	p := New(cfg, rec, zap.New(core))
 	h.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { h.served <- struct{}{} }()
 		p.ServeHTTP(w, r)
@@ -89,71 +87,26 @@ func (h *harness) post(path, body string, header ...string) *http.Response {
 	return resp
 }
 
-// series returns the series of the named family whose labels include
-// every name=value pair given.
-func (h *harness) series(name string, labels ...string) []*dto.Metric {
+// metrics reads the registry.
+func (h *harness) metrics() metricstest.Families {
 	h.t.Helper()
-	families, err := h.reg.Gather()
+	fs, err := metricstest.Gather(h.reg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	var out []*dto.Metric
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range f.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, l := range m.GetLabel() {
-					found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-				}
-				if !found {
-					continue metric
-				}
-			}
-			out = append(out, m)
-		}
-	}
-	return out
+	return fs
 }
 
 // counter sums the matching counter (or gauge) series.
 func (h *harness) counter(name string, labels ...string) float64 {
 	h.t.Helper()
-	var v float64
-	for _, m := range h.series(name, labels...) {
-		v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-	}
-	return v
+	return h.metrics().Value(name, labels...)
 }
 
 // hist sums the matching histogram series' counts and sums.
 func (h *harness) hist(name string, labels ...string) (count uint64, sum float64) {
 	h.t.Helper()
-	for _, m := range h.series(name, labels...) {
-		count += m.GetHistogram().GetSampleCount()
-		sum += m.GetHistogram().GetSampleSum()
-	}
-	return count, sum
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	return h.metrics().Histogram(name, labels...)
 }
 
 // writeChunks is an upstream that sends an event stream: it waits gaps[i]

@@ -6,10 +6,12 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -478,8 +480,13 @@ func TestDeadUpstream(t *testing.T) {
 	if n := h.counter("itlproxy_streams_total", "outcome", metrics.OutcomeUpstreamError); n != 1 {
 		t.Errorf("streams_total{outcome=upstream_error} = %v", n)
 	}
-	if strings.Contains(h.logs.String(), "Bearer") {
-		t.Error("a credential reached the log")
+	for _, e := range h.logs.All() {
+		if line := fmt.Sprint(e.Message, e.ContextMap()); strings.Contains(line, "Bearer") {
+			t.Errorf("a credential reached the log: %s", line)
+		}
+	}
+	if h.logs.FilterMessage("upstream unreachable").Len() != 1 {
+		t.Error("the failure was not logged")
 	}
 }
 
@@ -705,5 +712,69 @@ func TestMetricsLint(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestHangUpAfterDoneIsCompleted: SDKs close the connection as soon as
+// they read [DONE], often before the upstream's chunked terminator
+// arrives. The stream completed all the same.
+func TestHangUpAfterDoneIsCompleted(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeChunks(w, r, [][]byte{[]byte(`data: {"choices":[{"delta":{"content":"x"}}]}` + "\n\ndata: [DONE]\n\n")}, nil)
+		select { // hold the terminator back until the client has gone
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	resp := h.post("/v1/chat/completions", `{"model":"m","stream":true}`)
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "data: [DONE]") {
+			break
+		}
+	}
+	resp.Body.Close()
+	h.waitServed(1)
+	if n := h.counter("itlproxy_streams_total", "outcome", metrics.OutcomeCompleted); n != 1 {
+		t.Errorf("streams_total{outcome=completed} = %v, want 1 (client_canceled: %v)", n,
+			h.counter("itlproxy_streams_total", "outcome", metrics.OutcomeClientCanceled))
+	}
+}
+
+// TestHTTPSUpstream streams from an https upstream speaking HTTP/2, event
+// by event, with a base path.
+func TestHTTPSUpstream(t *testing.T) {
+	upstream := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 || r.URL.Path != "/openai/v1/chat/completions" {
+			http.Error(w, r.Proto+" "+r.URL.Path, http.StatusBadRequest)
+			return
+		}
+		writeChunks(w, r, events(`data: {"choices":[{"delta":{"content":"a"}}]}`+"\n\n"+`data: {"choices":[{"delta":{"content":"b"}}]}`+"\n\ndata: [DONE]\n\n"),
+			[]time.Duration{0, 30 * time.Millisecond, 0})
+	}))
+	upstream.EnableHTTP2 = true
+	upstream.StartTLS()
+	defer upstream.Close()
+	h := newHarness(t, nil, func(c *Config, _ *metrics.Options) {
+		c.Upstream, _ = url.Parse(upstream.URL + "/openai")
+		tr := NewTransport(0)
+		tr.TLSClientConfig = upstream.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+		c.Transport = tr
+	})
+	resp := h.post("/v1/chat/completions", `{"model":"m","stream":true}`)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasSuffix(string(got), "data: [DONE]\n\n") {
+		t.Fatalf("got %s %q", resp.Status, got)
+	}
+	h.waitServed(1)
+	if n, sum := h.hist("itlproxy_inter_token_latency_seconds", "model", "m"); n != 1 || sum < 0.03 {
+		t.Errorf("ITL count %d sum %.3f, want 1 gap of ≥30ms", n, sum)
 	}
 }

@@ -42,6 +42,7 @@ type streamMeter struct {
 	events      int64     // token-bearing events
 	usage       usage     // the last usage the stream reported
 	errorEvent  bool      // the upstream reported an error in the stream
+	done        bool      // the upstream sent the stream's end marker ([DONE])
 	readErr     error     // how reading ended: io.EOF, another error, or nil (never ended)
 }
 
@@ -79,6 +80,7 @@ func (m *streamMeter) handleEvent(ev sseEvent) {
 		m.ex.rec.ParseFailure(m.ex.labels, metrics.ParseEventTooLarge)
 		return
 	case bytes.Equal(ev.Data, doneData):
+		m.done = true
 		return
 	case string(ev.Type) == "error":
 		m.errorEvent = true
@@ -143,7 +145,10 @@ func (m *streamMeter) outcome(clientGone bool) string {
 	switch {
 	case m.errorEvent:
 		return metrics.OutcomeUpstreamError
-	case m.readErr == io.EOF:
+	case m.done, m.readErr == io.EOF:
+		// After [DONE] the stream is complete for the client, whatever
+		// happens to the connection next: SDKs close it as soon as they read
+		// [DONE], often before the chunked terminator arrives.
 		return metrics.OutcomeCompleted
 	case m.readErr != nil && !clientGone:
 		return metrics.OutcomeUpstreamError

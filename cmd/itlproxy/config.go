@@ -96,9 +96,15 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 		problems = append(problems, err.Error())
 	}
 	for _, p := range cfg.validate(demo) {
-		if !bad[p.key] {
-			problems = append(problems, p.String())
+		if bad[p.key] {
+			continue // already reported as unparsable
 		}
+		// Quote what the operator wrote (a size as "512KiB", not 524288);
+		// the URL is the exception, shown redacted.
+		if raw, set := environ[p.key]; set && raw != "" && p.key != "ITLPROXY_UPSTREAM_URL" {
+			p.value = raw
+		}
+		problems = append(problems, p.String())
 	}
 	if len(problems) > 0 {
 		return cfg, &configError{problems: problems}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+const upstreamOK = "http://127.0.0.1:8000"
+
+func TestConfigDefaults(t *testing.T) {
+	cfg, err := loadConfig(map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := config{
+		UpstreamURL:     upstreamOK,
+		ListenAddr:      ":8080",
+		AdminAddr:       ":9090",
+		MaxModels:       32,
+		MaxRequestBytes: 32 << 20,
+		MaxEventBytes:   1 << 20,
+		UpstreamTimeout: 10 * time.Minute,
+		ShutdownTimeout: 30 * time.Second,
+		LogLevel:        "info",
+		LogFormat:       "json",
+		DemoClients:     6,
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", cfg, want)
+	}
+}
+
+func TestConfigValues(t *testing.T) {
+	cfg, err := loadConfig(map[string]string{
+		"ITLPROXY_UPSTREAM_URL":      "https://api.example.com/openai",
+		"ITLPROXY_MODELS":            " llama , meta-llama/Llama-3.1-8B-Instruct,,qwen2.5:7b ",
+		"ITLPROXY_MAX_REQUEST_BYTES": "512KiB",
+		"ITLPROXY_MAX_EVENT_BYTES":   "4096",
+		"ITLPROXY_SHUTDOWN_DELAY":    "5s",
+		"ITLPROXY_LISTEN_ADDR":       "127.0.0.1:9090",
+		"ITLPROXY_ADMIN_ADDR":        "127.0.0.2:9090",
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"llama", "meta-llama/Llama-3.1-8B-Instruct", "qwen2.5:7b"}; !slices.Equal(cfg.Models, want) {
+		t.Errorf("models %q, want %q", cfg.Models, want)
+	}
+	if cfg.MaxRequestBytes != 512<<10 || cfg.MaxEventBytes != 4096 || cfg.ShutdownDelay != 5*time.Second {
+		t.Errorf("parsed %+v", cfg)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		demo bool
+		want []string
+	}{
+		{
+			name: "no upstream",
+			env:  map[string]string{},
+			want: []string{"ITLPROXY_UPSTREAM_URL: required: the URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000"},
+		},
+		{
+			name: "bad upstreams hide passwords",
+			env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "ftp://user:hunter2@host"},
+			want: []string{`ITLPROXY_UPSTREAM_URL="ftp://user:xxxxx@host": scheme must be http or https`},
+		},
+		{
+			name: "upstream without host",
+			env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "http:///v1"},
+			want: []string{`ITLPROXY_UPSTREAM_URL="http:///v1": no host`},
+		},
+		{
+			name: "upstream not a URL",
+			env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "http://[::1"},
+			want: []string{`ITLPROXY_UPSTREAM_URL="(unparsable URL)": not a URL`},
+		},
+		{
+			name: "every problem at once, in field order",
+			env: map[string]string{
+				"ITLPROXY_UPSTREAM_URL":      "localhost:8000",
+				"ITLPROXY_LISTEN_ADDR":       "8080",
+				"ITLPROXY_ADMIN_ADDR":        "admin",
+				"ITLPROXY_MAX_MODELS":        "many",
+				"ITLPROXY_MAX_REQUEST_BYTES": "0",
+				"ITLPROXY_MAX_EVENT_BYTES":   "1MB",
+				"ITLPROXY_UPSTREAM_TIMEOUT":  "10",
+				"ITLPROXY_SHUTDOWN_DELAY":    "-1s",
+				"ITLPROXY_SHUTDOWN_TIMEOUT":  "soon",
+				"ITLPROXY_LOG_LEVEL":         "verbose",
+				"ITLPROXY_LOG_FORMAT":        "xml",
+				"ITLPROXY_DEMO_CLIENTS":      "-3",
+			},
+			want: []string{
+				`ITLPROXY_MAX_MODELS="many": not a whole number`,
+				`ITLPROXY_MAX_EVENT_BYTES="1MB": not a size (e.g. 1048576, 512KiB, 32MiB)`,
+				`ITLPROXY_UPSTREAM_TIMEOUT="10": not a duration (e.g. 500ms, 30s, 10m)`,
+				`ITLPROXY_SHUTDOWN_TIMEOUT="soon": not a duration (e.g. 500ms, 30s, 10m)`,
+				`ITLPROXY_UPSTREAM_URL="localhost:8000": scheme must be http or https`,
+				`ITLPROXY_LISTEN_ADDR="8080": not a host:port address (e.g. :8080, 127.0.0.1:8080)`,
+				`ITLPROXY_ADMIN_ADDR="admin": not a host:port address (e.g. :9090, 127.0.0.1:9090)`,
+				`ITLPROXY_MAX_REQUEST_BYTES="0": must be at least 1`,
+				`ITLPROXY_SHUTDOWN_DELAY="-1s": must not be negative`,
+				`ITLPROXY_LOG_LEVEL="verbose": must be debug, info, warn or error`,
+				`ITLPROXY_LOG_FORMAT="xml": must be json or console`,
+				`ITLPROXY_DEMO_CLIENTS="-3": must not be negative`,
+			},
+		},
+		{
+			name: "admin on the proxy port",
+			env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_LISTEN_ADDR": "127.0.0.1:8080", "ITLPROXY_ADMIN_ADDR": ":8080"},
+			want: []string{`ITLPROXY_ADMIN_ADDR=":8080": must differ from ITLPROXY_LISTEN_ADDR: the proxy port serves only proxied traffic`},
+		},
+		{
+			name: "event bound too small",
+			env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_MAX_EVENT_BYTES": "100"},
+			want: []string{`ITLPROXY_MAX_EVENT_BYTES="100": must be between 1KiB and 1GiB`},
+		},
+		{
+			name: "demo needs no upstream but checks the rest",
+			env:  map[string]string{"ITLPROXY_MAX_MODELS": "0"},
+			demo: true,
+			want: []string{`ITLPROXY_MAX_MODELS="0": must be at least 1`},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := loadConfig(tc.env, tc.demo)
+			var ce *configError
+			if !errors.As(err, &ce) {
+				t.Fatalf("got %v, want a configError", err)
+			}
+			want := "invalid configuration:\n  " + strings.Join(tc.want, "\n  ") + "\nrun 'itlproxy -h' for every variable"
+			if err.Error() != want {
+				t.Errorf("got:\n%s\nwant:\n%s", err, want)
+			}
+		})
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1048576": 1 << 20, "512KiB": 512 << 10, "32 MiB": 32 << 20, "2GiB": 2 << 30} {
+		var b byteSize
+		if err := b.UnmarshalText([]byte(in)); err != nil || int64(b) != want {
+			t.Errorf("%q: got %d, %v; want %d", in, b, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "1.5MiB", "1MB", "MiB", "99999999999GiB"} {
+		var b byteSize
+		if err := b.UnmarshalText([]byte(in)); err == nil {
+			t.Errorf("%q: accepted as %d", in, b)
+		}
+	}
+}
+
+// TestEveryVariableDocumented: `itlproxy -h` and the README both list
+// every variable the configuration reads.
+func TestEveryVariableDocumented(t *testing.T) {
+	params, err := env.GetFieldParams(&config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	help := usage()
+	for _, p := range params {
+		if !strings.Contains(help, "  "+p.Key) {
+			t.Errorf("itlproxy -h does not list %s", p.Key)
+		}
+		if !strings.Contains(string(readme), "`"+p.Key+"`") {
+			t.Errorf("README does not list %s", p.Key)
+		}
+	}
+}
