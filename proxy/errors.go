@@ -40,7 +40,9 @@ func (p *Proxy) handleUpstreamError(w http.ResponseWriter, r *http.Request, err 
 	ex := exchangeFrom(r.Context())
 	var netErr net.Error
 	switch {
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+	case r.Context().Err() != nil:
+		// The client went away (or the server is closing its connection):
+		// whatever the transport's error says, no one is left to answer.
 		ex.fail(statusClientClosed, metrics.OutcomeClientCanceled)
 	case errors.As(err, &netErr) && netErr.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		ex.fail(http.StatusGatewayTimeout, metrics.OutcomeUpstreamError)

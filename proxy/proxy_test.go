@@ -778,3 +778,32 @@ func TestHTTPSUpstream(t *testing.T) {
 		t.Errorf("ITL count %d sum %.3f, want 1 gap of ≥30ms", n, sum)
 	}
 }
+
+// TestClientGivesUpBeforeFirstByte: a user who stops waiting while the
+// request is queued upstream is counted (499, client_canceled), and the
+// upstream request is canceled.
+func TestClientGivesUpBeforeFirstByte(t *testing.T) {
+	upstreamCanceled := make(chan struct{})
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+		close(upstreamCanceled)
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.proxy.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true}`))
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("the request succeeded")
+	}
+	select {
+	case <-upstreamCanceled:
+	case <-time.After(time.Second):
+		t.Fatal("the upstream request was not canceled within 1s")
+	}
+	h.waitServed(1)
+	if n := h.counter("itlproxy_requests_total", "code", "499", "streaming", "true"); n != 1 {
+		t.Errorf("requests_total{code=499} = %v", n)
+	}
+	if n := h.counter("itlproxy_streams_total", "outcome", metrics.OutcomeClientCanceled); n != 1 {
+		t.Errorf("streams_total{outcome=client_canceled} = %v", n)
+	}
+}
