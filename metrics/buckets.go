@@ -1,5 +1,7 @@
 package metrics
 
+import "slices"
+
 // Classic bucket bounds, in seconds, shaped for LLM serving. Every histogram
 // also has native buckets (see nativeFactor), so these bounds matter for
 // Prometheus servers that scrape only the classic form and for
@@ -40,3 +42,11 @@ const (
 	nativeFactor     = 1.1
 	nativeMaxBuckets = 160
 )
+
+// withBounds returns bounds with extra added, sorted and without
+// duplicates.
+func withBounds(bounds []float64, extra ...float64) []float64 {
+	out := slices.Concat(bounds, extra)
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -29,10 +29,11 @@ const (
 	// upstream request was canceled with it.
 	OutcomeClientCanceled = "client_canceled"
 	// OutcomeUpstreamError: the upstream could not be reached, timed out
-	// before its headers, cut the stream, or sent an error event.
+	// before its headers, answered with a 5xx status, cut the stream, or
+	// sent an error event.
 	OutcomeUpstreamError = "upstream_error"
-	// OutcomeRejected: the upstream answered a stream request with an
-	// error status (429, 400, 503, ...) instead of a stream.
+	// OutcomeRejected: the upstream refused a stream request with a 4xx
+	// status (400, 404, 429, ...) instead of a stream.
 	OutcomeRejected = "rejected"
 )
 
@@ -63,6 +64,12 @@ type Options struct {
 	Models []string
 	// MaxModels caps distinct model label values when Models is empty.
 	MaxModels int
+	// SLOs are the latency objectives per model. Models with objectives of
+	// their own always keep their label.
+	SLOs SLOs
+	// StallThreshold: a gap longer than this is a stall. Zero means no
+	// stall counting.
+	StallThreshold time.Duration
 	// Version and Revision are exported by itlproxy_build_info.
 	Version, Revision, GoVersion string
 }
@@ -80,29 +87,42 @@ type Metrics struct {
 	inputTokens   *prometheus.CounterVec
 	active        *prometheus.GaugeVec
 	parseFailures *prometheus.CounterVec
+	sloBreaches   *prometheus.CounterVec
+	sloObjective  *prometheus.GaugeVec
+	stalls        *prometheus.CounterVec
 
-	models *modelLabels
+	models         *modelLabels
+	slos           SLOs
+	stallThreshold time.Duration
 }
 
 // New creates itlproxy's collectors and registers them on reg.
 func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
+	// Objectives (and the stall threshold) are bucket bounds too, so that
+	// histogram_quantile and bucket ratios are exact at them.
+	itlBounds := opts.SLOs.bounds(SLOITL)
+	if opts.StallThreshold > 0 {
+		itlBounds = append(itlBounds, opts.StallThreshold.Seconds())
+	}
 	m := &Metrics{
-		models: newModelLabels(opts.Models, opts.MaxModels),
+		models:         newModelLabels(opts.Models, opts.SLOs.modelNames(), opts.MaxModels),
+		slos:           opts.SLOs,
+		stallThreshold: opts.StallThreshold,
 		ttft: histogram("time_to_first_token_seconds",
 			"Time to first token: from the proxy receiving the request headers (t0) to the first "+
 				"token-bearing SSE event fully read from the upstream. One observation per stream that "+
 				"produced a token.",
-			ttftBuckets, "model", "endpoint"),
+			withBounds(ttftBuckets, opts.SLOs.bounds(SLOTTFT)...), "model", "endpoint"),
 		itl: histogram("inter_token_latency_seconds",
 			"Inter-token latency: the gap between two consecutive token-bearing SSE events of a stream, "+
 				"each stamped when fully read from the upstream. One observation per gap; events that "+
 				"arrive in the same read are 0 s apart.",
-			gapBuckets, "model", "endpoint"),
+			withBounds(gapBuckets, itlBounds...), "model", "endpoint"),
 		tpot: histogram("time_per_output_token_seconds",
 			"Time per output token: the time from a stream's first token-bearing event to its last, "+
 				"divided by N - 1, where N = usage.completion_tokens when the upstream reported usage, else "+
 				"the number of token-bearing events. One observation per stream with N >= 2, when it ends.",
-			gapBuckets, "model", "endpoint"),
+			withBounds(gapBuckets, opts.SLOs.bounds(SLOTPOT)...), "model", "endpoint"),
 		duration: histogram("request_duration_seconds",
 			"Request duration: from the proxy receiving the request headers (t0) to the last byte of the "+
 				"response handed to the client, or to the request failing. Every request, streamed or not.",
@@ -117,8 +137,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			Namespace: namespace, Name: "streams_total",
 			Help: "Streams ended, by outcome: completed (the upstream ended the stream cleanly), " +
 				"client_canceled (the client went away first; the upstream request was canceled), " +
-				"upstream_error (unreachable, timed out, cut mid-stream, or an error event), rejected " +
-				"(the upstream answered with an error status instead of a stream).",
+				"upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), " +
+				"rejected (the upstream refused the request with a 4xx status).",
 		}, []string{"model", "endpoint", "outcome"}),
 		outputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "output_tokens_total",
@@ -140,6 +160,22 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 				"event_too_large, truncated, body_too_large, content_encoding). The bytes were forwarded " +
 				"unchanged; only the measurement is missing.",
 		}, []string{"model", "endpoint", "reason"}),
+		sloBreaches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "slo_breaches_total",
+			Help: "Observations over the model's objective, counted exactly: slo=ttft once per stream whose " +
+				"time to first token exceeds it, itl once per gap that exceeds it, tpot once per stream whose " +
+				"time per output token exceeds it. Breach ratio = this / the matching histogram's _count.",
+		}, []string{"model", "slo"}),
+		sloObjective: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "slo_objective_seconds",
+			Help: "The configured objective of each model label value and kind (ttft, itl, tpot); absent " +
+				"where there is none.",
+		}, []string{"model", "slo"}),
+		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "stalls_total",
+			Help: "Gaps between consecutive token-bearing events longer than the stall threshold " +
+				"(ITLPROXY_STALL_THRESHOLD): a frozen stream, whatever the objectives.",
+		}, []string{"model", "endpoint"}),
 	}
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",
@@ -149,13 +185,30 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	buildInfo.Set(1)
 	for _, c := range []prometheus.Collector{
 		m.ttft, m.itl, m.tpot, m.duration, m.requests, m.streams,
-		m.outputTokens, m.inputTokens, m.active, m.parseFailures, buildInfo,
+		m.outputTokens, m.inputTokens, m.active, m.parseFailures,
+		m.sloBreaches, m.sloObjective, m.stalls, buildInfo,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
+	for _, label := range m.models.static() {
+		m.admitModel(label)
+	}
+	m.models.admit = m.admitModel
 	return m, nil
+}
+
+// admitModel exports a new model label value's objectives, and starts its
+// breach counters at zero so that breach ratios exist (as 0) before the
+// first breach.
+func (m *Metrics) admitModel(label string) {
+	m.slos.For(label).each(func(slo string, d time.Duration) {
+		if d > 0 {
+			m.sloObjective.WithLabelValues(label, slo).Set(d.Seconds())
+			m.sloBreaches.WithLabelValues(label, slo)
+		}
+	})
 }
 
 func histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
@@ -205,14 +258,18 @@ func (m *Metrics) ParseFailure(l Labels, reason string) {
 	m.parseFailures.WithLabelValues(l.Model, l.Endpoint, reason).Inc()
 }
 
-// Stream records one stream. Its observers are resolved once, when the
-// stream starts, so that the per-event calls do no label lookups.
+// Stream records one stream. Its observers, counters and objectives are
+// resolved once, when the stream starts, so that the per-event calls do
+// no label lookups.
 type Stream struct {
-	m      *Metrics
-	labels Labels
-	ttft   prometheus.Observer
-	itl    prometheus.Observer
-	active prometheus.Gauge
+	m       *Metrics
+	labels  Labels
+	obj     Objectives
+	ttft    prometheus.Observer
+	itl     prometheus.Observer
+	active  prometheus.Gauge
+	itlOver prometheus.Counter // nil without an ITL objective
+	stalls  prometheus.Counter // nil without a stall threshold
 }
 
 // StartStream counts a stream in flight until End.
@@ -220,19 +277,39 @@ func (m *Metrics) StartStream(l Labels) *Stream {
 	s := &Stream{
 		m:      m,
 		labels: l,
+		obj:    m.slos.For(l.Model),
 		ttft:   m.ttft.WithLabelValues(l.Model, l.Endpoint),
 		itl:    m.itl.WithLabelValues(l.Model, l.Endpoint),
 		active: m.active.WithLabelValues(l.Model, l.Endpoint),
+	}
+	if s.obj.ITL > 0 {
+		s.itlOver = m.sloBreaches.WithLabelValues(l.Model, SLOITL)
+	}
+	if m.stallThreshold > 0 {
+		s.stalls = m.stalls.WithLabelValues(l.Model, l.Endpoint)
 	}
 	s.active.Inc()
 	return s
 }
 
 // FirstToken records the stream's time to first token.
-func (s *Stream) FirstToken(d time.Duration) { s.ttft.Observe(d.Seconds()) }
+func (s *Stream) FirstToken(d time.Duration) {
+	s.ttft.Observe(d.Seconds())
+	if s.obj.TTFT > 0 && d > s.obj.TTFT {
+		s.m.sloBreaches.WithLabelValues(s.labels.Model, SLOTTFT).Inc()
+	}
+}
 
 // Gap records one gap between consecutive token-bearing events.
-func (s *Stream) Gap(d time.Duration) { s.itl.Observe(d.Seconds()) }
+func (s *Stream) Gap(d time.Duration) {
+	s.itl.Observe(d.Seconds())
+	if s.itlOver != nil && d > s.obj.ITL {
+		s.itlOver.Inc()
+	}
+	if s.stalls != nil && d > s.m.stallThreshold {
+		s.stalls.Inc()
+	}
+}
 
 // End records how the stream ended and, when known (tpot >= 0), its time
 // per output token.
@@ -241,5 +318,8 @@ func (s *Stream) End(outcome string, tpot time.Duration) {
 	s.m.streams.WithLabelValues(s.labels.Model, s.labels.Endpoint, outcome).Inc()
 	if tpot >= 0 {
 		s.m.tpot.WithLabelValues(s.labels.Model, s.labels.Endpoint).Observe(tpot.Seconds())
+		if s.obj.TPOT > 0 && tpot > s.obj.TPOT {
+			s.m.sloBreaches.WithLabelValues(s.labels.Model, SLOTPOT).Inc()
+		}
 	}
 }

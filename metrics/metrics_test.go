@@ -30,7 +30,7 @@ func TestModelLabels(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := newModelLabels(tc.allow, tc.max)
+			l := newModelLabels(tc.allow, nil, tc.max)
 			for i, in := range tc.in {
 				if got := l.label(in); got != tc.want[i] {
 					t.Errorf("label(%q) = %q, want %q", in, got, tc.want[i])
@@ -44,7 +44,7 @@ func TestModelLabels(t *testing.T) {
 // many goroutines: exactly max names keep their label.
 func TestModelLabelsConcurrentCap(t *testing.T) {
 	const max = 10
-	l := newModelLabels(nil, max)
+	l := newModelLabels(nil, nil, max)
 	var mu sync.Mutex
 	kept := map[string]bool{}
 	var wg sync.WaitGroup
@@ -126,7 +126,7 @@ itlproxy_input_tokens_total{endpoint="chat_completions",model="m"} 10
 # HELP itlproxy_output_tokens_total Output tokens, counted when a response ends: usage.completion_tokens when the upstream reported usage, else, for streams, the number of token-bearing events.
 # TYPE itlproxy_output_tokens_total counter
 itlproxy_output_tokens_total{endpoint="chat_completions",model="m"} 3
-# HELP itlproxy_streams_total Streams ended, by outcome: completed (the upstream ended the stream cleanly), client_canceled (the client went away first; the upstream request was canceled), upstream_error (unreachable, timed out, cut mid-stream, or an error event), rejected (the upstream answered with an error status instead of a stream).
+# HELP itlproxy_streams_total Streams ended, by outcome: completed (the upstream ended the stream cleanly), client_canceled (the client went away first; the upstream request was canceled), upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), rejected (the upstream refused the request with a 4xx status).
 # TYPE itlproxy_streams_total counter
 itlproxy_streams_total{endpoint="chat_completions",model="m",outcome="completed"} 1
 `

@@ -27,20 +27,45 @@ const maxModelNameBytes = 256
 type modelLabels struct {
 	allow map[string]bool // nil: no allow-list, cap by max
 	max   int
+	// admit is called once for each label value that appears after
+	// construction (under the cap), so its series can be set up.
+	admit func(label string)
 
 	mu   sync.RWMutex
 	seen map[string]bool
 }
 
-func newModelLabels(allow []string, max int) *modelLabels {
+// newModelLabels returns the labeler. reserved models always keep their
+// name (those with objectives of their own); they count towards max.
+func newModelLabels(allow, reserved []string, max int) *modelLabels {
 	l := &modelLabels{max: max, seen: make(map[string]bool)}
 	if len(allow) > 0 {
-		l.allow = make(map[string]bool, len(allow))
+		l.allow = make(map[string]bool, len(allow)+len(reserved))
 		for _, m := range allow {
 			l.allow[m] = true
 		}
 	}
+	for _, m := range reserved {
+		if l.allow != nil {
+			l.allow[m] = true
+		} else {
+			l.seen[m] = true
+		}
+	}
 	return l
+}
+
+// static returns the label values known from the start: the allow-list
+// (or the reserved models) and the two catch-alls.
+func (l *modelLabels) static() []string {
+	out := []string{ModelOther, ModelUnknown}
+	for m := range l.allow {
+		out = append(out, m)
+	}
+	for m := range l.seen {
+		out = append(out, m)
+	}
+	return out
 }
 
 // label returns the label value for model.
@@ -74,5 +99,8 @@ func (l *modelLabels) label(model string) string {
 		return ModelOther
 	}
 	l.seen[model] = true
+	if l.admit != nil {
+		l.admit(model)
+	}
 	return model
 }

@@ -125,6 +125,8 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 			outcome = metrics.OutcomeClientCanceled
 		case ex.code/100 == 2:
 			outcome = metrics.OutcomeCompleted
+		case ex.code/100 == 5:
+			outcome = metrics.OutcomeUpstreamError
 		default:
 			outcome = metrics.OutcomeRejected
 		}

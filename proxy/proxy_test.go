@@ -406,14 +406,15 @@ func TestUpstreamCutMidStream(t *testing.T) {
 
 func TestUpstreamErrorStatusPassesThrough(t *testing.T) {
 	for _, c := range []struct {
-		code int
-		body string
-		ct   string
+		code    int
+		body    string
+		ct      string
+		outcome string
 	}{
-		{http.StatusTooManyRequests, `{"error":{"message":"slow down","type":"rate_limit_error"}}`, "application/json"},
-		{http.StatusBadRequest, `{"object":"error","message":"bad","code":400}`, "application/json"},
-		{http.StatusServiceUnavailable, "", ""},
-		{http.StatusInternalServerError, "Internal Server Error", "text/plain"},
+		{http.StatusTooManyRequests, `{"error":{"message":"slow down","type":"rate_limit_error"}}`, "application/json", metrics.OutcomeRejected},
+		{http.StatusBadRequest, `{"object":"error","message":"bad","code":400}`, "application/json", metrics.OutcomeRejected},
+		{http.StatusServiceUnavailable, "", "", metrics.OutcomeUpstreamError},
+		{http.StatusInternalServerError, "Internal Server Error", "text/plain", metrics.OutcomeUpstreamError},
 	} {
 		h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if c.ct != "" {
@@ -433,8 +434,8 @@ func TestUpstreamErrorStatusPassesThrough(t *testing.T) {
 		if n := h.counter("itlproxy_requests_total", "code", strconv.Itoa(c.code), "streaming", "true"); n != 1 {
 			t.Errorf("%s: requests_total = %v, want 1", code, n)
 		}
-		if n := h.counter("itlproxy_streams_total", "outcome", metrics.OutcomeRejected); n != 1 {
-			t.Errorf("%s: streams_total{outcome=rejected} = %v, want 1", code, n)
+		if n := h.counter("itlproxy_streams_total", "outcome", c.outcome); n != 1 {
+			t.Errorf("%s: streams_total{outcome=%s} = %v, want 1", code, c.outcome, n)
 		}
 	}
 }
@@ -785,6 +786,9 @@ func TestHTTPSUpstream(t *testing.T) {
 func TestClientGivesUpBeforeFirstByte(t *testing.T) {
 	upstreamCanceled := make(chan struct{})
 	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read the request, as a server does before queueing it: only then
+		// can Go's server notice the connection closing.
+		_, _ = io.Copy(io.Discard, r.Body)
 		<-r.Context().Done()
 		close(upstreamCanceled)
 	}))
