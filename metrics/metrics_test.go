@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/itlproxy/itlproxy/metrics/metricstest"
 )
 
 func TestModelLabels(t *testing.T) {
@@ -199,4 +201,13 @@ func TestNewRefusesDoubleRegistration(t *testing.T) {
 	if _, err := New(reg, Options{MaxModels: 1}); err == nil {
 		t.Fatal("registering twice on one registry succeeded")
 	}
+}
+
+func gather(t *testing.T, reg *prometheus.Registry) metricstest.Families {
+	t.Helper()
+	fs, err := metricstest.Gather(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
 }

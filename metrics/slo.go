@@ -96,7 +96,14 @@ func LoadSLOFile(path string, base Objectives) (SLOs, error) {
 func parseSLOs(path string, data []byte, base Objectives) (SLOs, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return SLOs{}, fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		// "yaml: line 3: did not find ..." reads as "slo.yaml:3: did not find ...".
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		if rest, ok := strings.CutPrefix(msg, "line "); ok {
+			if line, why, ok := strings.Cut(rest, ": "); ok {
+				return SLOs{}, fmt.Errorf("%s:%s: %s", path, line, why)
+			}
+		}
+		return SLOs{}, fmt.Errorf("%s: %s", path, msg)
 	}
 	p := &sloParser{path: path}
 	out := SLOs{Default: base, Models: map[string]Objectives{}}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/itlproxy/itlproxy/metrics"
 )
 
 // config is itlproxy's whole configuration, read from the environment.
@@ -31,10 +33,19 @@ type config struct {
 	ShutdownDelay   time.Duration `env:"ITLPROXY_SHUTDOWN_DELAY" envDefault:"0s" help:"On SIGTERM, how long to keep accepting requests after /readyz starts failing, so load balancers stop sending first."`
 	ShutdownTimeout time.Duration `env:"ITLPROXY_SHUTDOWN_TIMEOUT" envDefault:"30s" help:"On SIGTERM, how long streams in flight may take to finish before they are cut."`
 
+	SLOTTFT        time.Duration `env:"ITLPROXY_SLO_TTFT" help:"Default time-to-first-token objective of every model (e.g. 800ms). Unset: none."`
+	SLOITL         time.Duration `env:"ITLPROXY_SLO_ITL" help:"Default inter-token latency objective of every model, per gap (e.g. 50ms). Unset: none."`
+	SLOTPOT        time.Duration `env:"ITLPROXY_SLO_TPOT" help:"Default time-per-output-token objective of every model (e.g. 40ms). Unset: none."`
+	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model objectives, over the defaults above (see the README)."`
+	StallThreshold time.Duration `env:"ITLPROXY_STALL_THRESHOLD" envDefault:"2s" help:"A gap between tokens longer than this counts as a stall (itlproxy_stalls_total). 0: none."`
+
 	LogLevel  string `env:"ITLPROXY_LOG_LEVEL" envDefault:"info" help:"debug (one line per request), info, warn or error."`
 	LogFormat string `env:"ITLPROXY_LOG_FORMAT" envDefault:"json" help:"json or console."`
 
 	DemoClients int `env:"ITLPROXY_DEMO_CLIENTS" envDefault:"6" help:"Demo mode only: concurrent simulated clients."`
+
+	// slos are the objectives resolved from the SLO variables and file.
+	slos metrics.SLOs
 }
 
 // byteSize is a size in bytes, written as a whole number with an optional
@@ -105,6 +116,16 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 			p.value = raw
 		}
 		problems = append(problems, p.String())
+	}
+	cfg.slos = metrics.SLOs{Default: metrics.Objectives{TTFT: cfg.SLOTTFT, ITL: cfg.SLOITL, TPOT: cfg.SLOTPOT}}
+	if cfg.SLOFile != "" && len(problems) == 0 {
+		slos, err := metrics.LoadSLOFile(cfg.SLOFile, cfg.slos.Default)
+		if err != nil {
+			for line := range strings.SplitSeq(err.Error(), "\n") {
+				problems = append(problems, "ITLPROXY_SLO_FILE: "+line)
+			}
+		}
+		cfg.slos = slos
 	}
 	if len(problems) > 0 {
 		return cfg, &configError{problems: problems}
@@ -180,6 +201,10 @@ func (c config) validate(demo bool) []problem {
 		d   time.Duration
 	}{
 		{"ITLPROXY_UPSTREAM_TIMEOUT", c.UpstreamTimeout},
+		{"ITLPROXY_SLO_TTFT", c.SLOTTFT},
+		{"ITLPROXY_SLO_ITL", c.SLOITL},
+		{"ITLPROXY_SLO_TPOT", c.SLOTPOT},
+		{"ITLPROXY_STALL_THRESHOLD", c.StallThreshold},
 		{"ITLPROXY_SHUTDOWN_DELAY", c.ShutdownDelay},
 		{"ITLPROXY_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
 	} {
@@ -277,6 +302,9 @@ Configuration, from the environment:
 	for i := range t.NumField() {
 		f := t.Field(i)
 		key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		if key == "" {
+			continue
+		}
 		fmt.Fprintf(&b, "  %s", key)
 		if def, ok := f.Tag.Lookup("envDefault"); ok {
 			fmt.Fprintf(&b, " (default %s)", def)

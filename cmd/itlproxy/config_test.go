@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/itlproxy/itlproxy/metrics"
 )
 
 const upstreamOK = "http://127.0.0.1:8000"
@@ -28,6 +31,7 @@ func TestConfigDefaults(t *testing.T) {
 		MaxEventBytes:   1 << 20,
 		UpstreamTimeout: 10 * time.Minute,
 		ShutdownTimeout: 30 * time.Second,
+		StallThreshold:  2 * time.Second,
 		LogLevel:        "info",
 		LogFormat:       "json",
 		DemoClients:     6,
@@ -182,5 +186,59 @@ func TestEveryVariableDocumented(t *testing.T) {
 		if !strings.Contains(string(readme), "`"+p.Key+"`") {
 			t.Errorf("README does not list %s", p.Key)
 		}
+	}
+}
+
+func TestConfigSLOs(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "slo.yaml")
+	if err := os.WriteFile(file, []byte(`
+default: {ttft: 2s}
+models:
+  meta-llama/Llama-3.1-8B-Instruct: {ttft: 500ms, itl: 40ms}
+  qwen2.5:7b: {itl: 0}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(map[string]string{
+		"ITLPROXY_UPSTREAM_URL": upstreamOK,
+		"ITLPROXY_SLO_ITL":      "100ms",
+		"ITLPROXY_SLO_TPOT":     "80ms",
+		"ITLPROXY_SLO_FILE":     file,
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for model, want := range map[string]metrics.Objectives{
+		"meta-llama/Llama-3.1-8B-Instruct": {TTFT: 500 * time.Millisecond, ITL: 40 * time.Millisecond, TPOT: 80 * time.Millisecond},
+		"qwen2.5:7b":                       {TTFT: 2 * time.Second, TPOT: 80 * time.Millisecond},
+		"any-other-model":                  {TTFT: 2 * time.Second, ITL: 100 * time.Millisecond, TPOT: 80 * time.Millisecond},
+	} {
+		if got := cfg.slos.For(model); got != want {
+			t.Errorf("%s: %+v, want %+v", model, got, want)
+		}
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("default: {ttft: fast}\nmodel: {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = loadConfig(map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_SLO_FILE": bad, "ITLPROXY_SLO_ITL": "-5ms"}, false)
+	want := "invalid configuration:\n" +
+		"  ITLPROXY_SLO_ITL=\"-5ms\": must not be negative\n" +
+		"run 'itlproxy -h' for every variable"
+	if err == nil || err.Error() != want {
+		t.Errorf("got:\n%v\nwant:\n%s", err, want)
+	}
+	_, err = loadConfig(map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_SLO_FILE": bad}, false)
+	want = "invalid configuration:\n" +
+		"  ITLPROXY_SLO_FILE: " + bad + ":1:17: default.ttft: \"fast\" is not a duration (e.g. 40ms, 1.5s)\n" +
+		"  ITLPROXY_SLO_FILE: " + bad + ":2:1: unknown key \"model\" (want default or models)\n" +
+		"run 'itlproxy -h' for every variable"
+	if err == nil || err.Error() != want {
+		t.Errorf("got:\n%v\nwant:\n%s", err, want)
+	}
+	_, err = loadConfig(map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_SLO_FILE": "/nonexistent/slo.yaml"}, false)
+	if err == nil || !strings.Contains(err.Error(), "ITLPROXY_SLO_FILE: open /nonexistent/slo.yaml: no such file or directory") {
+		t.Errorf("missing file: %v", err)
 	}
 }

@@ -68,11 +68,13 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	rec, err := metrics.New(reg, metrics.Options{
-		Models:    cfg.Models,
-		MaxModels: cfg.MaxModels,
-		Version:   version,
-		Revision:  buildRevision(),
-		GoVersion: runtime.Version(),
+		Models:         cfg.Models,
+		MaxModels:      cfg.MaxModels,
+		SLOs:           cfg.slos,
+		StallThreshold: cfg.StallThreshold,
+		Version:        version,
+		Revision:       buildRevision(),
+		GoVersion:      runtime.Version(),
 	})
 	if err != nil {
 		return err

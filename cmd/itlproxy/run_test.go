@@ -166,21 +166,26 @@ func (in *instance) scrape() metricstest.Families {
 	return families
 }
 
-// scheduledUpstream streams, for model "mN", a role chunk, then tokens
-// after a TTFT and jittered gaps drawn from N, then usage and [DONE].
+// scheduledUpstream streams, for each model, a role chunk, then tokens
+// after the TTFT and gaps its schedule gives, then usage and [DONE].
 type scheduledUpstream struct {
-	tokens int
+	schedule func(model string) (ttft time.Duration, gaps []time.Duration)
 }
 
-func (u scheduledUpstream) schedule(model string) (ttft time.Duration, gaps []time.Duration) {
-	var n uint64
-	fmt.Sscanf(model, "m%d", &n)
-	rng := rand.New(rand.NewPCG(n, 99))
-	ttft = time.Duration(60+rng.IntN(120)) * time.Millisecond
-	for range u.tokens - 1 {
-		gaps = append(gaps, time.Duration(2+rng.IntN(40))*time.Millisecond)
+// randomSchedule gives each model "mN" its own TTFT and jittered gaps,
+// drawn from N, for the given number of tokens.
+func randomSchedule(tokens int) func(string) (time.Duration, []time.Duration) {
+	return func(model string) (time.Duration, []time.Duration) {
+		var n uint64
+		fmt.Sscanf(model, "m%d", &n)
+		rng := rand.New(rand.NewPCG(n, 99))
+		ttft := time.Duration(60+rng.IntN(120)) * time.Millisecond
+		gaps := make([]time.Duration, tokens-1)
+		for i := range gaps {
+			gaps[i] = time.Duration(2+rng.IntN(40)) * time.Millisecond
+		}
+		return ttft, gaps
 	}
-	return ttft, gaps
 }
 
 func (u scheduledUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -191,6 +196,7 @@ func (u scheduledUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		model = string(rest[:bytes.IndexByte(rest, '"')])
 	}
 	ttft, gaps := u.schedule(model)
+	tokens := len(gaps) + 1
 	w.Header().Set("Content-Type", "text/event-stream")
 	rc := http.NewResponseController(w)
 	send := func(data string) bool {
@@ -202,7 +208,7 @@ func (u scheduledUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wait := ttft
-	for i := range u.tokens {
+	for i := range tokens {
 		select {
 		case <-r.Context().Done():
 			return
@@ -216,7 +222,7 @@ func (u scheduledUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	send(head + `"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`)
-	send(head + fmt.Sprintf(`"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}`, u.tokens, u.tokens+5))
+	send(head + fmt.Sprintf(`"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}`, tokens, tokens+5))
 	send("[DONE]")
 }
 
@@ -288,7 +294,7 @@ func (b *stampingBody) Read(p []byte) (int, error) {
 // and 3 ms.
 func TestEndToEndAgainstClientClock(t *testing.T) {
 	const streams, tokens = 8, 40
-	up := httptest.NewServer(scheduledUpstream{tokens: tokens})
+	up := httptest.NewServer(scheduledUpstream{randomSchedule(tokens)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
 
@@ -424,7 +430,7 @@ func TestDemoExportsITL(t *testing.T) {
 // keeps accepting for the delay, then refuses new connections, while a
 // stream in flight runs to its end.
 func TestGracefulShutdown(t *testing.T) {
-	up := httptest.NewServer(scheduledUpstream{tokens: 25})
+	up := httptest.NewServer(scheduledUpstream{randomSchedule(25)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{
 		"ITLPROXY_UPSTREAM_URL":   up.URL,
@@ -478,7 +484,7 @@ func TestGracefulShutdown(t *testing.T) {
 // TestShutdownTimeoutCutsStreams: a stream longer than the shutdown
 // timeout is cut, visibly to the client, and run still returns.
 func TestShutdownTimeoutCutsStreams(t *testing.T) {
-	up := httptest.NewServer(scheduledUpstream{tokens: 500})
+	up := httptest.NewServer(scheduledUpstream{randomSchedule(500)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_SHUTDOWN_TIMEOUT": "300ms"})
 	resp, err := http.Post("http://"+in.proxy+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m2","stream":true}`))
