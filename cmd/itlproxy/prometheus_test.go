@@ -207,7 +207,9 @@ func jitteredSchedule(tokens int, ttft, lo, hi time.Duration) func(string) (time
 	}
 }
 
-// loadStreams runs clients streaming from each model until d has passed.
+// loadStreams runs clients per model, each streaming a chat completion
+// through proxy, then more, one after another, until d has passed (d = 0:
+// one stream per client).
 func loadStreams(t *testing.T, proxy string, clients int, d time.Duration, models ...string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -215,7 +217,7 @@ func loadStreams(t *testing.T, proxy string, clients int, d time.Duration, model
 	for _, model := range models {
 		for range clients {
 			wg.Go(func() {
-				for time.Now().Before(deadline) {
+				for first := true; first || time.Now().Before(deadline); first = false {
 					resp, err := http.Post("http://"+proxy+"/v1/chat/completions", "application/json",
 						strings.NewReader(fmt.Sprintf(`{"model":%q,"stream":true}`, model)))
 					if err != nil {

@@ -1,14 +1,9 @@
 package main
 
 import (
-	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -43,22 +38,7 @@ func TestSLOBreachesFromOutside(t *testing.T) {
 	})
 	const perModel = 4
 	models := []string{"team/strict:v1.5", "loose"}
-	var wg sync.WaitGroup
-	for _, model := range models {
-		for range perModel {
-			wg.Go(func() {
-				resp, err := http.Post("http://"+in.proxy+"/v1/chat/completions", "application/json",
-					strings.NewReader(fmt.Sprintf(`{"model":%q,"stream":true}`, model)))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			})
-		}
-	}
-	wg.Wait()
+	loadStreams(t, in.proxy, perModel, 0, models...)
 	var fs = in.scrape()
 	waitFor(t, "every stream to be recorded", 5*time.Second, func() bool {
 		fs = in.scrape()
