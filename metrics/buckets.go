@@ -27,6 +27,13 @@ var (
 		45, 60, 120,
 	}
 
+	// spreadBuckets: a stream's p99 gap over its median, 1 for a perfectly
+	// steady stream.
+	spreadBuckets = []float64{1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 20, 50, 100}
+
+	// ratioBuckets: a stream's median gap over its session's baseline.
+	ratioBuckets = []float64{0.25, 0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 5, 10}
+
 	// durationBuckets cover health checks to long generations.
 	durationBuckets = []float64{
 		0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30,

@@ -70,6 +70,12 @@ type Options struct {
 	// StallThreshold: a gap longer than this is a stall. Zero means no
 	// stall counting.
 	StallThreshold time.Duration
+	// SessionMax bounds the sessions tracked; SessionTTL forgets a session
+	// idle that long; a session whose stream's median gap exceeds
+	// DegradeFactor times its baseline counts as degraded.
+	SessionMax    int
+	SessionTTL    time.Duration
+	DegradeFactor float64
 	// Version and Revision are exported by itlproxy_build_info.
 	Version, Revision, GoVersion string
 }
@@ -91,9 +97,20 @@ type Metrics struct {
 	sloObjective  *prometheus.GaugeVec
 	stalls        *prometheus.CounterVec
 
+	// How streams and sessions degrade (stream.go).
+	itlByPosition    *prometheus.HistogramVec
+	maxGap           *prometheus.HistogramVec
+	gapSpread        *prometheus.HistogramVec
+	ttftByTurn       *prometheus.HistogramVec
+	medianGapByTurn  *prometheus.HistogramVec
+	sessionRatio     *prometheus.HistogramVec
+	sessionsDegraded *prometheus.CounterVec
+
 	models         *modelLabels
 	slos           SLOs
 	stallThreshold time.Duration
+	sessions       *sessionTracker
+	degradeFactor  float64
 }
 
 // New creates itlproxy's collectors and registers them on reg.
@@ -108,6 +125,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		models:         newModelLabels(opts.Models, opts.SLOs.modelNames(), opts.MaxModels),
 		slos:           opts.SLOs,
 		stallThreshold: opts.StallThreshold,
+		sessions:       newSessionTracker(max(opts.SessionMax, 1), opts.SessionTTL),
+		degradeFactor:  opts.DegradeFactor,
 		ttft: histogram("time_to_first_token_seconds",
 			"Time to first token: from the proxy receiving the request headers (t0) to the first "+
 				"token-bearing SSE event fully read from the upstream. One observation per stream that "+
@@ -176,7 +195,48 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			Help: "Gaps between consecutive token-bearing events longer than the stall threshold " +
 				"(ITLPROXY_STALL_THRESHOLD): a frozen stream, whatever the objectives.",
 		}, []string{"model", "endpoint"}),
+		itlByPosition: histogram("inter_token_latency_by_position_seconds",
+			"Inter-token latency by where the gap falls in its stream: position is the band (1-32, "+
+				"33-128, 129-512, 513-2048, 2049+) of the output position of the token event that ends the "+
+				"gap. Same gaps, clock and buckets as itlproxy_inter_token_latency_seconds.",
+			withBounds(gapBuckets, itlBounds...), "model", "endpoint", "position"),
+		maxGap: histogram("stream_max_gap_seconds",
+			"Each stream's longest gap between consecutive token-bearing events, observed when the "+
+				"stream ends (streams with at least one gap).",
+			gapBuckets, "model", "endpoint"),
+		gapSpread: histogram("stream_gap_spread_ratio",
+			"How choppy each stream is: its p99 gap divided by its median gap (within 12.5%), observed "+
+				"when a stream with at least 20 gaps ends. A smooth stream is near 1.",
+			spreadBuckets, "model", "endpoint"),
+		ttftByTurn: histogram("time_to_first_token_by_turn_seconds",
+			"Time to first token of streams that carry a session id, by the stream's turn in its session "+
+				"(1, 2-4, 5-16, 17+): from the proxy receiving the request headers to the first "+
+				"token-bearing event.",
+			withBounds(ttftBuckets, opts.SLOs.bounds(SLOTTFT)...), "model", "turn"),
+		medianGapByTurn: histogram("stream_median_gap_by_turn_seconds",
+			"Median gap between token-bearing events of each stream that carries a session id, by the "+
+				"stream's turn in its session (1, 2-4, 5-16, 17+); observed when a stream with at least 5 "+
+				"gaps ends.",
+			gapBuckets, "model", "turn"),
+		sessionRatio: histogram("session_gap_ratio",
+			"A stream's median gap divided by its session's baseline (the median of the median gaps of "+
+				"the session's first 3 streams), observed when each later stream with at least 5 gaps ends. "+
+				"Above 1: the session got slower.",
+			ratioBuckets, "model"),
+		sessionsDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "sessions_degraded_total",
+			Help: "Sessions counted once, when a stream's median gap first exceeds the degradation factor " +
+				"(ITLPROXY_SESSION_DEGRADE_FACTOR) times the session's baseline.",
+		}, []string{"model"}),
 	}
+	sessionsTracked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "sessions_tracked",
+		Help: "Sessions the tracker remembers now (at most ITLPROXY_SESSION_MAX).",
+	}, func() float64 { live, _ := m.sessions.size(); return float64(live) })
+	sessionEvictions := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: namespace, Name: "session_evictions_total",
+		Help: "Live sessions the tracker forgot to stay within ITLPROXY_SESSION_MAX.",
+	}, func() float64 { _, evicted := m.sessions.size(); return float64(evicted) })
 	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",
 		Help:        "Always 1; the labels name the running build.",
@@ -187,6 +247,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		m.ttft, m.itl, m.tpot, m.duration, m.requests, m.streams,
 		m.outputTokens, m.inputTokens, m.active, m.parseFailures,
 		m.sloBreaches, m.sloObjective, m.stalls, buildInfo,
+		m.itlByPosition, m.maxGap, m.gapSpread, m.ttftByTurn, m.medianGapByTurn,
+		m.sessionRatio, m.sessionsDegraded, sessionsTracked, sessionEvictions,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -256,70 +318,4 @@ func (m *Metrics) Tokens(l Labels, input, output int64) {
 // ParseFailure counts data the measurement could not read.
 func (m *Metrics) ParseFailure(l Labels, reason string) {
 	m.parseFailures.WithLabelValues(l.Model, l.Endpoint, reason).Inc()
-}
-
-// Stream records one stream. Its observers, counters and objectives are
-// resolved once, when the stream starts, so that the per-event calls do
-// no label lookups.
-type Stream struct {
-	m       *Metrics
-	labels  Labels
-	obj     Objectives
-	ttft    prometheus.Observer
-	itl     prometheus.Observer
-	active  prometheus.Gauge
-	itlOver prometheus.Counter // nil without an ITL objective
-	stalls  prometheus.Counter // nil without a stall threshold
-}
-
-// StartStream counts a stream in flight until End.
-func (m *Metrics) StartStream(l Labels) *Stream {
-	s := &Stream{
-		m:      m,
-		labels: l,
-		obj:    m.slos.For(l.Model),
-		ttft:   m.ttft.WithLabelValues(l.Model, l.Endpoint),
-		itl:    m.itl.WithLabelValues(l.Model, l.Endpoint),
-		active: m.active.WithLabelValues(l.Model, l.Endpoint),
-	}
-	if s.obj.ITL > 0 {
-		s.itlOver = m.sloBreaches.WithLabelValues(l.Model, SLOITL)
-	}
-	if m.stallThreshold > 0 {
-		s.stalls = m.stalls.WithLabelValues(l.Model, l.Endpoint)
-	}
-	s.active.Inc()
-	return s
-}
-
-// FirstToken records the stream's time to first token.
-func (s *Stream) FirstToken(d time.Duration) {
-	s.ttft.Observe(d.Seconds())
-	if s.obj.TTFT > 0 && d > s.obj.TTFT {
-		s.m.sloBreaches.WithLabelValues(s.labels.Model, SLOTTFT).Inc()
-	}
-}
-
-// Gap records one gap between consecutive token-bearing events.
-func (s *Stream) Gap(d time.Duration) {
-	s.itl.Observe(d.Seconds())
-	if s.itlOver != nil && d > s.obj.ITL {
-		s.itlOver.Inc()
-	}
-	if s.stalls != nil && d > s.m.stallThreshold {
-		s.stalls.Inc()
-	}
-}
-
-// End records how the stream ended and, when known (tpot >= 0), its time
-// per output token.
-func (s *Stream) End(outcome string, tpot time.Duration) {
-	s.active.Dec()
-	s.m.streams.WithLabelValues(s.labels.Model, s.labels.Endpoint, outcome).Inc()
-	if tpot >= 0 {
-		s.m.tpot.WithLabelValues(s.labels.Model, s.labels.Endpoint).Observe(tpot.Seconds())
-		if s.obj.TPOT > 0 && tpot > s.obj.TPOT {
-			s.m.sloBreaches.WithLabelValues(s.labels.Model, SLOTPOT).Inc()
-		}
-	}
 }

@@ -102,7 +102,7 @@ func newTestMetrics(t *testing.T, opts Options) (*Metrics, *prometheus.Registry)
 func TestRecordsAStream(t *testing.T) {
 	m, reg := newTestMetrics(t, Options{MaxModels: 4, Version: "1.2.3", Revision: "abc", GoVersion: "go1.26"})
 	l := m.Labels("m", EndpointChatCompletions)
-	s := m.StartStream(l)
+	s := m.StartStream(l, IDs{})
 	if v := testutil.ToFloat64(m.active.WithLabelValues("m", EndpointChatCompletions)); v != 1 {
 		t.Errorf("active during the stream = %v", v)
 	}
@@ -180,7 +180,7 @@ func TestLint(t *testing.T) {
 	m, reg := newTestMetrics(t, Options{MaxModels: 4})
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	l := m.Labels("m", EndpointCompletions)
-	s := m.StartStream(l)
+	s := m.StartStream(l, IDs{})
 	s.FirstToken(time.Millisecond)
 	s.End(OutcomeClientCanceled, -1)
 	m.Request(l, false, 499, time.Millisecond)

@@ -109,7 +109,7 @@ func TestBreachesExact(t *testing.T) {
 		{"strict", 200 * ms, []time.Duration{21 * ms, 20 * ms, 19 * ms, 50 * ms}, 90 * ms},
 		{"strict", 201 * ms, nil, -1},
 	} {
-		st := m.StartStream(m.Labels(s.model, EndpointChatCompletions))
+		st := m.StartStream(m.Labels(s.model, EndpointChatCompletions), IDs{})
 		st.FirstToken(s.ttft)
 		for _, g := range s.gaps {
 			st.Gap(g)
@@ -174,7 +174,7 @@ func TestObjectiveGaugesAndBounds(t *testing.T) {
 	}
 
 	// Each objective and the stall threshold is a bucket bound.
-	st := m.StartStream(m.Labels("with/slo:7b", EndpointChatCompletions))
+	st := m.StartStream(m.Labels("with/slo:7b", EndpointChatCompletions), IDs{})
 	st.FirstToken(time.Second)
 	st.Gap(time.Millisecond)
 	fs = gather(t, reg)

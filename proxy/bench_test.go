@@ -26,7 +26,7 @@ func BenchmarkMeasureEvent(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ex := newExchange(rec, rec.Labels("m", metrics.EndpointChatCompletions), time.Now(), true)
+	ex := newExchange(rec, rec.Labels("m", metrics.EndpointChatCompletions), time.Now(), metrics.IDs{Request: "r"}, false, true)
 	m := newStreamMeter(ex, 1<<20, true)
 	b.SetBytes(int64(len(raw)) / int64(len(evs)))
 	b.ReportAllocs()
@@ -48,7 +48,7 @@ func BenchmarkPassthroughRead(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ex := newExchange(rec, rec.Labels("m", metrics.EndpointChatCompletions), time.Now(), true)
+	ex := newExchange(rec, rec.Labels("m", metrics.EndpointChatCompletions), time.Now(), metrics.IDs{Request: "r"}, false, true)
 	body := &sseBody{m: newStreamMeter(ex, 1<<20, true)}
 	src := &bytes.Reader{}
 	body.rc = io.NopCloser(src)

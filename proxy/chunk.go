@@ -199,10 +199,12 @@ func readUsage(s *jsonScan, u *usage) bool {
 type requestInfo struct {
 	model  string
 	stream bool
+	user   string // the end-user id some clients send; a session id fallback
 }
 
-// inspectRequest reads the top-level "model" and "stream" of a request
-// body. ok is false when the body is not one well-formed JSON object.
+// inspectRequest reads the top-level "model", "stream" and "user" of a
+// request body. ok is false when the body is not one well-formed JSON
+// object.
 func inspectRequest(body []byte) (info requestInfo, ok bool) {
 	s := jsonScan{b: body}
 	if !s.open('{') {
@@ -211,12 +213,9 @@ func inspectRequest(body []byte) (info requestInfo, ok bool) {
 	for n := 0; s.more('}', &n); {
 		switch string(s.key()) {
 		case "model":
-			info.model = ""
-			if s.peek() == '"' {
-				info.model = decodeString(s.str())
-			} else {
-				s.skip()
-			}
+			info.model = stringValue(&s)
+		case "user":
+			info.user = stringValue(&s)
 		case "stream":
 			info.stream = s.peek() == 't'
 			s.skip()
@@ -225,6 +224,15 @@ func inspectRequest(body []byte) (info requestInfo, ok bool) {
 		}
 	}
 	return info, s.end()
+}
+
+// stringValue reads a string value, or skips any other and returns "".
+func stringValue(s *jsonScan) string {
+	if s.peek() != '"' {
+		s.skip()
+		return ""
+	}
+	return decodeString(s.str())
 }
 
 // decodeString decodes the raw contents of a JSON string.

@@ -78,8 +78,9 @@ func TestInspectRequest(t *testing.T) {
 		want requestInfo
 		ok   bool
 	}{
-		{"chat", `{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"hi"}],"stream":true}`,
-			requestInfo{model: "meta-llama/Llama-3.1-8B-Instruct", stream: true}, true},
+		{"chat", `{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"hi"}],"stream":true,"user":"u-42"}`,
+			requestInfo{model: "meta-llama/Llama-3.1-8B-Instruct", stream: true, user: "u-42"}, true},
+		{"user not a string", `{"model":"m","user":{"id":1}}`, requestInfo{model: "m"}, true},
 		{"not streaming", `{"stream":false,"model":"m"}`, requestInfo{model: "m"}, true},
 		{"no stream field", `{"model":"qwen2.5:7b"}`, requestInfo{model: "qwen2.5:7b"}, true},
 		{"escaped model", `{"model":"a\u002fb"}`, requestInfo{model: "a/b"}, true},

@@ -38,6 +38,7 @@ func writeError(w http.ResponseWriter, status int, typ, code, message string) {
 // first (then there is no one to answer).
 func (p *Proxy) handleUpstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	ex := exchangeFrom(r.Context())
+	w.Header().Set(RequestIDHeader, ex.ids.Request)
 	var netErr net.Error
 	switch {
 	case r.Context().Err() != nil:
@@ -46,14 +47,14 @@ func (p *Proxy) handleUpstreamError(w http.ResponseWriter, r *http.Request, err 
 		ex.fail(statusClientClosed, metrics.OutcomeClientCanceled)
 	case errors.As(err, &netErr) && netErr.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		ex.fail(http.StatusGatewayTimeout, metrics.OutcomeUpstreamError)
-		p.log.Warn("upstream timed out before responding", zap.String("endpoint", ex.labels.Endpoint),
-			zap.String("model", ex.labels.Model), zap.Error(err))
+		p.log.Warn("upstream timed out before responding", zap.String("request_id", ex.ids.Request),
+			zap.String("endpoint", ex.labels.Endpoint), zap.String("model", ex.labels.Model), zap.Error(err))
 		writeError(w, ex.code, "upstream_error", "upstream_timeout",
 			"itlproxy: the upstream server did not respond in time")
 	default:
 		ex.fail(http.StatusBadGateway, metrics.OutcomeUpstreamError)
-		p.log.Warn("upstream unreachable", zap.String("endpoint", ex.labels.Endpoint),
-			zap.String("model", ex.labels.Model), zap.Error(err))
+		p.log.Warn("upstream unreachable", zap.String("request_id", ex.ids.Request),
+			zap.String("endpoint", ex.labels.Endpoint), zap.String("model", ex.labels.Model), zap.Error(err))
 		writeError(w, ex.code, "upstream_error", "upstream_unreachable",
 			"itlproxy: the upstream server could not be reached")
 	}

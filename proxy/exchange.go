@@ -20,6 +20,10 @@ type exchange struct {
 	rec    *metrics.Metrics
 	labels metrics.Labels
 	t0     time.Time
+	ids    metrics.IDs
+	// clientID: the request id came from the client, so the upstream's is
+	// not adopted.
+	clientID bool
 
 	// streaming: the request asked for a stream or the response is one.
 	streaming bool
@@ -44,8 +48,8 @@ func exchangeFrom(ctx context.Context) *exchange {
 	return ex
 }
 
-func newExchange(rec *metrics.Metrics, labels metrics.Labels, t0 time.Time, wantStream bool) *exchange {
-	ex := &exchange{rec: rec, labels: labels, t0: t0, usage: noUsage}
+func newExchange(rec *metrics.Metrics, labels metrics.Labels, t0 time.Time, ids metrics.IDs, clientID, wantStream bool) *exchange {
+	ex := &exchange{rec: rec, labels: labels, t0: t0, ids: ids, clientID: clientID, usage: noUsage}
 	if wantStream {
 		ex.startStream()
 	}
@@ -54,13 +58,20 @@ func newExchange(rec *metrics.Metrics, labels metrics.Labels, t0 time.Time, want
 
 func (ex *exchange) startStream() {
 	ex.streaming = true
-	ex.stream = ex.rec.StartStream(ex.labels)
+	ex.stream = ex.rec.StartStream(ex.labels, ex.ids)
 }
 
 // respond sees the upstream's response headers and wraps its body in the
-// reader that measures it.
+// reader that measures it. The response carries the request id.
 func (ex *exchange) respond(resp *http.Response, maxEvent int) {
 	ex.code = resp.StatusCode
+	if upstreamID := resp.Header.Get(RequestIDHeader); !ex.clientID && validID(upstreamID) {
+		ex.ids.Request = upstreamID
+		if ex.stream != nil {
+			ex.stream.SetRequestID(upstreamID)
+		}
+	}
+	resp.Header.Set(RequestIDHeader, ex.ids.Request)
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	encoded := !identityEncoding(resp.Header.Get("Content-Encoding"))
 	switch {
@@ -139,6 +150,7 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 
 	if ce := log.Check(zap.DebugLevel, "request"); ce != nil {
 		fields := []zap.Field{
+			zap.String("request_id", ex.ids.Request),
 			zap.String("model", ex.labels.Model),
 			zap.String("endpoint", ex.labels.Endpoint),
 			zap.Int("code", ex.code),
@@ -152,6 +164,9 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 		}
 		if ex.sse != nil && events > 0 {
 			fields = append(fields, zap.Duration("ttft", ex.sse.first.Sub(ex.t0)))
+		}
+		if ex.ids.Trace != "" {
+			fields = append(fields, zap.String("trace_id", ex.ids.Trace))
 		}
 		ce.Write(fields...)
 	}

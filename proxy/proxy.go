@@ -34,6 +34,10 @@ type Config struct {
 	UpstreamTimeout time.Duration
 	// Transport carries requests to the upstream. Nil means NewTransport.
 	Transport http.RoundTripper
+	// SessionHeader names the request header that carries a session id;
+	// SessionFromUser falls back to the request body's "user" field.
+	SessionHeader   string
+	SessionFromUser bool
 }
 
 // Proxy is the http.Handler of the proxy listener.

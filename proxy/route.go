@@ -38,7 +38,8 @@ func (p *Proxy) measured(endpoint string) http.HandlerFunc {
 		info, _ := inspectRequest(body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-		ex := newExchange(p.rec, p.rec.Labels(info.model, endpoint), t0, info.stream)
+		ids, clientID := p.requestIDs(r, info.user)
+		ex := newExchange(p.rec, p.rec.Labels(info.model, endpoint), t0, ids, clientID, info.stream)
 		p.forward(w, r, ex)
 	}
 }
@@ -52,7 +53,8 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 		p.refuseBody(w, r, labels, t0, errBodyTooLarge)
 		return
 	}
-	p.forward(w, r, newExchange(p.rec, labels, t0, false))
+	ids, clientID := p.requestIDs(r, "")
+	p.forward(w, r, newExchange(p.rec, labels, t0, ids, clientID, false))
 }
 
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
@@ -86,8 +88,10 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 
 // refuseBody answers a request whose body cannot be forwarded.
 func (p *Proxy) refuseBody(w http.ResponseWriter, r *http.Request, labels metrics.Labels, t0 time.Time, err error) {
-	ex := newExchange(p.rec, labels, t0, false)
+	ids, clientID := p.requestIDs(r, "")
+	ex := newExchange(p.rec, labels, t0, ids, clientID, false)
 	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
+	w.Header().Set(RequestIDHeader, ids.Request)
 	switch {
 	case errors.Is(err, errBodyTooLarge):
 		ex.code = http.StatusRequestEntityTooLarge

@@ -39,6 +39,12 @@ type config struct {
 	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model objectives, over the defaults above (see the README)."`
 	StallThreshold time.Duration `env:"ITLPROXY_STALL_THRESHOLD" envDefault:"2s" help:"A gap between tokens longer than this counts as a stall (itlproxy_stalls_total). 0: none."`
 
+	SessionHeader        string        `env:"ITLPROXY_SESSION_HEADER" envDefault:"X-Session-Id" help:"Request header that carries a session id (in exemplars and the session tracker, never in labels)."`
+	SessionFromUser      bool          `env:"ITLPROXY_SESSION_FROM_USER" envDefault:"false" help:"Without the session header, use the request body's \"user\" field as the session id."`
+	SessionMax           int           `env:"ITLPROXY_SESSION_MAX" envDefault:"10000" help:"Most sessions the tracker remembers; the least recently seen are forgotten first."`
+	SessionTTL           time.Duration `env:"ITLPROXY_SESSION_TTL" envDefault:"30m" help:"A session idle this long is forgotten."`
+	SessionDegradeFactor float64       `env:"ITLPROXY_SESSION_DEGRADE_FACTOR" envDefault:"2" help:"A session counts as degraded when a stream's median gap exceeds this many times its baseline."`
+
 	LogLevel  string `env:"ITLPROXY_LOG_LEVEL" envDefault:"info" help:"debug (one line per request), info, warn or error."`
 	LogFormat string `env:"ITLPROXY_LOG_FORMAT" envDefault:"json" help:"json or console."`
 
@@ -149,6 +155,10 @@ func parseProblem(pe env.ParseError) string {
 		return "not a size (e.g. 1048576, 512KiB, 32MiB)"
 	case reflect.TypeFor[int]():
 		return "not a whole number"
+	case reflect.TypeFor[float64]():
+		return "not a number"
+	case reflect.TypeFor[bool]():
+		return "not true or false"
 	}
 	return pe.Err.Error()
 }
@@ -212,6 +222,18 @@ func (c config) validate(demo bool) []problem {
 			add(d.key, d.d.String(), "must not be negative")
 		}
 	}
+	if !validHeaderName(c.SessionHeader) {
+		add("ITLPROXY_SESSION_HEADER", c.SessionHeader, "not a header name")
+	}
+	if c.SessionMax < 1 {
+		add("ITLPROXY_SESSION_MAX", strconv.Itoa(c.SessionMax), "must be at least 1")
+	}
+	if c.SessionTTL <= 0 {
+		add("ITLPROXY_SESSION_TTL", c.SessionTTL.String(), "must be positive")
+	}
+	if c.SessionDegradeFactor <= 1 {
+		add("ITLPROXY_SESSION_DEGRADE_FACTOR", strconv.FormatFloat(c.SessionDegradeFactor, 'g', -1, 64), "must be greater than 1")
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -250,6 +272,21 @@ func redactURL(raw string) string {
 		return u.Redacted()
 	}
 	return "(unparsable URL)"
+}
+
+// validHeaderName reports whether name is an HTTP field name (RFC 9110
+// token).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func checkAddr(addr string) bool {

@@ -72,6 +72,9 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		MaxModels:      cfg.MaxModels,
 		SLOs:           cfg.slos,
 		StallThreshold: cfg.StallThreshold,
+		SessionMax:     cfg.SessionMax,
+		SessionTTL:     cfg.SessionTTL,
+		DegradeFactor:  cfg.SessionDegradeFactor,
 		Version:        version,
 		Revision:       buildRevision(),
 		GoVersion:      runtime.Version(),
@@ -137,6 +140,8 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		MaxRequestBytes: int64(s.cfg.MaxRequestBytes),
 		MaxEventBytes:   int(s.cfg.MaxEventBytes),
 		UpstreamTimeout: s.cfg.UpstreamTimeout,
+		SessionHeader:   s.cfg.SessionHeader,
+		SessionFromUser: s.cfg.SessionFromUser,
 	}, s.rec, s.log.Named("proxy"))
 
 	proxyLn, err := net.Listen("tcp", s.cfg.ListenAddr)

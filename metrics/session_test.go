@@ -1,0 +1,192 @@
+package metrics
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestSessionBaselineAndDegradation(t *testing.T) {
+	tr := newSessionTracker(100, time.Hour)
+	now := time.Unix(0, 0)
+	type step struct {
+		median   time.Duration
+		ratio    float64
+		ok       bool
+		degraded bool
+	}
+	steps := []step{
+		{median: 20 * ms},                                             // turn 1: the baseline starts, nothing to compare
+		{median: 30 * ms, ratio: 1.5, ok: true},                       // vs 20
+		{median: 10 * ms, ratio: 10.0 / 25, ok: true},                 // vs median(20, 30) = 25
+		{median: 45 * ms, ratio: 45.0 / 20, ok: true, degraded: true}, // vs median(20, 30, 10) = 20: over 2x
+		{median: 60 * ms, ratio: 3, ok: true},                         // over again, counted once only
+		{median: 20 * ms, ratio: 1, ok: true},                         // the baseline stays the first three
+	}
+	for i, st := range steps {
+		if turn := tr.begin("s1", now); turn != i+1 {
+			t.Fatalf("turn %d, want %d", turn, i+1)
+		}
+		ratio, ok, degraded := tr.end("s1", st.median, 2, now)
+		if ok != st.ok || degraded != st.degraded || ok && (ratio < st.ratio-1e-9 || ratio > st.ratio+1e-9) {
+			t.Errorf("turn %d: ratio %v ok %v degraded %v, want %v %v %v", i+1, ratio, ok, degraded, st.ratio, st.ok, st.degraded)
+		}
+	}
+	// Idle past the TTL: a new session under the same id.
+	if turn := tr.begin("s1", now.Add(2*time.Hour)); turn != 1 {
+		t.Errorf("after the TTL, turn %d, want 1", turn)
+	}
+}
+
+// TestSessionTrackerFlood sends 100,000 distinct session ids: the tracker
+// keeps at most its bound, and its memory stays that of the bound.
+func TestSessionTrackerFlood(t *testing.T) {
+	const bound = 1000
+	tr := newSessionTracker(bound, time.Hour)
+	now := time.Now()
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	fill := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			id := fmt.Sprintf("session-%09d-%s", i, strings.Repeat("x", 40))
+			tr.begin(id, now)
+			tr.end(id, 10*ms, 2, now)
+		}
+	}
+	fill(0, bound)
+	atBound := heap()
+	fill(bound, 100_000)
+	after := heap()
+	live, evicted := tr.size()
+	if live != bound || evicted != 100_000 {
+		t.Errorf("live %d evicted %d, want %d and 100000", live, evicted, bound)
+	}
+	// 100x more ids than the bound must not grow the heap by more than a
+	// fraction of what the bound's sessions take.
+	if after > atBound+atBound/4 && after-atBound > 256<<10 {
+		t.Errorf("heap grew from %d to %d bytes under the flood", atBound, after)
+	}
+	t.Logf("heap %d bytes at the bound, %d after 100,000 more ids (%d live sessions)", atBound, after, live)
+
+	// Over-long ids are cut, so one session costs a bounded key.
+	long := strings.Repeat("y", 10_000)
+	tr.begin(long, now)
+	if _, ok := tr.byID[long[:maxSessionIDBytes]]; !ok {
+		t.Error("a long id is not kept under its first 128 bytes")
+	}
+}
+
+func TestStreamShape(t *testing.T) {
+	m, reg := newTestMetrics(t, Options{MaxModels: 4, SessionMax: 10, SessionTTL: time.Hour, DegradeFactor: 2})
+	l := m.Labels("m", EndpointChatCompletions)
+
+	// 40 gaps end tokens 2..41: 31 in band 1-32, 9 in 33-128. Gaps are
+	// steady at 10ms with two at 100ms: max 100ms, p99/p50 = 10.
+	s := m.StartStream(l, IDs{Request: "r1", Session: "sess"})
+	s.FirstToken(100 * ms)
+	for i := range 40 {
+		g := 10 * ms
+		if i == 10 || i == 20 {
+			g = 100 * ms
+		}
+		s.Gap(g)
+	}
+	s.End(OutcomeCompleted, -1)
+
+	// The session's second stream is 1.5 times as slow: not degraded.
+	s2 := m.StartStream(l, IDs{Request: "r2", Session: "sess"})
+	s2.FirstToken(300 * ms)
+	for range 10 {
+		s2.Gap(15 * ms)
+	}
+	s2.End(OutcomeCompleted, -1)
+	// The third's median, 50ms, is 4 times the baseline (the median of 10
+	// and 15ms): degraded.
+	s3 := m.StartStream(l, IDs{Request: "r3", Session: "sess"})
+	s3.FirstToken(300 * ms)
+	for range 10 {
+		s3.Gap(50 * ms)
+	}
+	s3.End(OutcomeCompleted, -1)
+
+	fs := gather(t, reg)
+	for _, c := range []struct {
+		name   string
+		labels []string
+		count  uint64
+		sum    float64
+	}{
+		// Positions 2-32 of the first stream (29 x 10ms, 2 x 100ms) and all
+		// 10 gaps of the second and third; positions 33-41 of the first.
+		{"itlproxy_inter_token_latency_by_position_seconds", []string{"position", "1-32"}, 51, 0.49 + 0.15 + 0.5},
+		{"itlproxy_inter_token_latency_by_position_seconds", []string{"position", "33-128"}, 9, 0.09},
+		{"itlproxy_stream_max_gap_seconds", nil, 3, 0.1 + 0.015 + 0.05},
+		{"itlproxy_time_to_first_token_by_turn_seconds", []string{"turn", "1"}, 1, 0.1},
+		{"itlproxy_time_to_first_token_by_turn_seconds", []string{"turn", "2-4"}, 2, 0.6},
+		{"itlproxy_stream_median_gap_by_turn_seconds", []string{"turn", "2-4"}, 2, 0},
+	} {
+		n, sum := fs.Histogram(c.name, c.labels...)
+		if n != c.count || c.sum != 0 && (sum < c.sum-1e-9 || sum > c.sum+1e-9) {
+			t.Errorf("%s%v: count %d sum %v, want %d and %v", c.name, c.labels, n, sum, c.count, c.sum)
+		}
+	}
+	// Spread: only the first stream has 20 gaps; p99 100ms / p50 10ms,
+	// each within a bucket's 12.5%.
+	n, sum := fs.Histogram("itlproxy_stream_gap_spread_ratio")
+	if n != 1 || sum < 10/1.13/1.13 || sum > 10*1.13*1.13 {
+		t.Errorf("spread count %d value %v, want 1 and about 10", n, sum)
+	}
+	n, sum = fs.Histogram("itlproxy_session_gap_ratio", "model", "m")
+	if n != 2 || sum < (1.5+4)*0.85 || sum > (1.5+4)*1.15 {
+		t.Errorf("session ratio count %d sum %v, want 2 ratios of about 1.5 and 4", n, sum)
+	}
+	if v := fs.Value("itlproxy_sessions_degraded_total", "model", "m"); v != 1 {
+		t.Errorf("degraded sessions %v, want 1", v)
+	}
+	if v := fs.Value("itlproxy_sessions_tracked"); v != 1 {
+		t.Errorf("sessions tracked %v, want 1", v)
+	}
+}
+
+func TestExemplarLabels(t *testing.T) {
+	cases := []struct {
+		name string
+		ids  IDs
+		want prometheus.Labels
+	}{
+		{"all", IDs{Request: "req-1", Session: "s-1", Trace: "4bf92f3577b34da6a3ce929d0e0e4736"},
+			prometheus.Labels{"request_id": "req-1", "session_id": "s-1", "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"}},
+		{"request only", IDs{Request: "req-1"}, prometheus.Labels{"request_id": "req-1"}},
+		{"invalid UTF-8 dropped", IDs{Request: "a\xffb"}, prometheus.Labels{"request_id": "ab"}},
+	}
+	for _, c := range cases {
+		got := exemplarLabels(c.ids)
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	// Whatever the ids, the exemplar fits OpenMetrics' 128 runes, and
+	// client_golang accepts it (it panics on one that does not fit).
+	long := IDs{Request: strings.Repeat("r", 300), Session: strings.Repeat("é", 300), Trace: strings.Repeat("a", 32)}
+	l := exemplarLabels(long)
+	runes := 0
+	for k, v := range l {
+		runes += utf8.RuneCountInString(k) + utf8.RuneCountInString(v)
+	}
+	if runes > prometheus.ExemplarMaxRunes || l["trace_id"] == "" || l["request_id"] == "" || l["session_id"] == "" {
+		t.Errorf("long ids: %d runes, %v", runes, l)
+	}
+	m, _ := newTestMetrics(t, Options{MaxModels: 1, SessionMax: 1, SessionTTL: time.Hour, DegradeFactor: 2})
+	s := m.StartStream(m.Labels("m", EndpointCompletions), long)
+	s.FirstToken(ms)
+	s.Gap(ms)
+}

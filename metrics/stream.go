@@ -1,0 +1,210 @@
+package metrics
+
+import (
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// IDs identify a request in exemplars, so that a point on a latency panel
+// leads to the request, its session and its trace. Any may be empty.
+type IDs struct {
+	Request, Session, Trace string
+}
+
+// band is a label value for a range of positions or turns, up to upTo.
+type band struct {
+	upTo  int
+	label string
+}
+
+var (
+	// positionBands: where in the stream a gap falls, by the output position
+	// of the token that ends it. Decode slows as the KV cache grows, so ITL
+	// by band shows a stream degrading as it gets longer.
+	positionBands = []band{{32, "1-32"}, {128, "33-128"}, {512, "129-512"}, {2048, "513-2048"}, {math.MaxInt, "2049+"}}
+	// turnBands: the stream's index among its session's streams, so that
+	// "long conversations get slower" shows.
+	turnBands = []band{{1, "1"}, {4, "2-4"}, {16, "5-16"}, {math.MaxInt, "17+"}}
+)
+
+func bandOf(bands []band, n int) int {
+	i := 0
+	for n > bands[i].upTo {
+		i++
+	}
+	return i
+}
+
+// Per-stream figures need enough gaps to mean something.
+const (
+	minGapsForMedian = 5
+	minGapsForSpread = 20
+)
+
+// Stream records one stream. Its observers, counters and objectives are
+// resolved once, when the stream starts, so that the per-event calls do
+// no label lookups and no allocation.
+type Stream struct {
+	m       *Metrics
+	labels  Labels
+	obj     Objectives
+	ids     IDs
+	turn    int // the stream's turn in its session, 0 without a session
+	ttft    prometheus.Observer
+	itl     prometheus.Observer
+	active  prometheus.Gauge
+	itlOver prometheus.Counter // nil without an ITL objective
+	stalls  prometheus.Counter // nil without a stall threshold
+
+	exemplar prometheus.Labels // built at the first observation
+
+	gaps     int
+	maxGap   time.Duration
+	band     int                 // position band of the last gap
+	position prometheus.Observer // ITL observer of that band
+	sketch   gapSketch
+}
+
+// StartStream counts a stream in flight until End.
+func (m *Metrics) StartStream(l Labels, ids IDs) *Stream {
+	s := &Stream{
+		m:        m,
+		labels:   l,
+		ids:      ids,
+		obj:      m.slos.For(l.Model),
+		ttft:     m.ttft.WithLabelValues(l.Model, l.Endpoint),
+		itl:      m.itl.WithLabelValues(l.Model, l.Endpoint),
+		active:   m.active.WithLabelValues(l.Model, l.Endpoint),
+		position: m.itlByPosition.WithLabelValues(l.Model, l.Endpoint, positionBands[0].label),
+	}
+	if s.obj.ITL > 0 {
+		s.itlOver = m.sloBreaches.WithLabelValues(l.Model, SLOITL)
+	}
+	if m.stallThreshold > 0 {
+		s.stalls = m.stalls.WithLabelValues(l.Model, l.Endpoint)
+	}
+	if ids.Session != "" {
+		s.turn = m.sessions.begin(ids.Session, time.Now())
+	}
+	s.active.Inc()
+	return s
+}
+
+// SetRequestID replaces the request id exemplars carry; call it before the
+// first token.
+func (s *Stream) SetRequestID(id string) { s.ids.Request = id }
+
+// observe records v on o, with the stream's exemplar when withExemplar.
+func (s *Stream) observe(o prometheus.Observer, v float64, withExemplar bool) {
+	if withExemplar {
+		if s.exemplar == nil {
+			s.exemplar = exemplarLabels(s.ids)
+		}
+		if eo, ok := o.(prometheus.ExemplarObserver); ok && len(s.exemplar) > 0 {
+			eo.ObserveWithExemplar(v, s.exemplar)
+			return
+		}
+	}
+	o.Observe(v)
+}
+
+// FirstToken records the stream's time to first token.
+func (s *Stream) FirstToken(d time.Duration) {
+	s.observe(s.ttft, d.Seconds(), true)
+	if s.obj.TTFT > 0 && d > s.obj.TTFT {
+		s.m.sloBreaches.WithLabelValues(s.labels.Model, SLOTTFT).Inc()
+	}
+	if s.turn > 0 {
+		s.m.ttftByTurn.WithLabelValues(s.labels.Model, turnBands[bandOf(turnBands, s.turn)].label).Observe(d.Seconds())
+	}
+}
+
+// Gap records one gap between consecutive token-bearing events. The first
+// gap and every gap longer than all before it carry the exemplar: a spike
+// is always a stream's longest gap so far, so every spike leads to its
+// request, at the cost of a handful of exemplars per stream.
+func (s *Stream) Gap(d time.Duration) {
+	s.gaps++
+	s.observe(s.itl, d.Seconds(), s.gaps == 1 || d > s.maxGap)
+	s.maxGap = max(s.maxGap, d)
+	// The gap ends the token at position gaps+1.
+	if pos := s.gaps + 1; pos > positionBands[s.band].upTo {
+		s.band = bandOf(positionBands, pos)
+		s.position = s.m.itlByPosition.WithLabelValues(s.labels.Model, s.labels.Endpoint, positionBands[s.band].label)
+	}
+	s.position.Observe(d.Seconds())
+	s.sketch.add(d)
+	if s.itlOver != nil && d > s.obj.ITL {
+		s.itlOver.Inc()
+	}
+	if s.stalls != nil && d > s.m.stallThreshold {
+		s.stalls.Inc()
+	}
+}
+
+// End records how the stream ended and, when known (tpot >= 0), its time
+// per output token, and the stream's shape: its longest gap, the spread of
+// its gaps, and how its median gap compares with its session's.
+func (s *Stream) End(outcome string, tpot time.Duration) {
+	s.active.Dec()
+	m, l := s.m, s.labels
+	m.streams.WithLabelValues(l.Model, l.Endpoint, outcome).Inc()
+	if tpot >= 0 {
+		m.tpot.WithLabelValues(l.Model, l.Endpoint).Observe(tpot.Seconds())
+		if s.obj.TPOT > 0 && tpot > s.obj.TPOT {
+			m.sloBreaches.WithLabelValues(l.Model, SLOTPOT).Inc()
+		}
+	}
+	if s.gaps > 0 {
+		m.maxGap.WithLabelValues(l.Model, l.Endpoint).Observe(s.maxGap.Seconds())
+	}
+	if s.gaps >= minGapsForSpread {
+		if p50 := s.sketch.quantile(0.5); p50 > 0 {
+			m.gapSpread.WithLabelValues(l.Model, l.Endpoint).Observe(float64(s.sketch.quantile(0.99)) / float64(p50))
+		}
+	}
+	if s.turn > 0 && s.gaps >= minGapsForMedian {
+		median := s.sketch.quantile(0.5)
+		m.medianGapByTurn.WithLabelValues(l.Model, turnBands[bandOf(turnBands, s.turn)].label).Observe(median.Seconds())
+		ratio, ok, degraded := m.sessions.end(s.ids.Session, median, m.degradeFactor, time.Now())
+		if ok {
+			m.sessionRatio.WithLabelValues(l.Model).Observe(ratio)
+		}
+		if degraded {
+			m.sessionsDegraded.WithLabelValues(l.Model).Inc()
+		}
+	}
+}
+
+// exemplarLabels returns the exemplar of ids, within OpenMetrics' bound of
+// 128 runes for all names and values together: the trace id (32 hex
+// digits) whole, the request id up to 48 runes, the session id with what
+// is left. Invalid UTF-8 is dropped.
+func exemplarLabels(ids IDs) prometheus.Labels {
+	l := prometheus.Labels{}
+	budget := prometheus.ExemplarMaxRunes
+	for _, f := range []struct {
+		name, value string
+		max         int
+	}{
+		{"trace_id", ids.Trace, 32},
+		{"request_id", ids.Request, 48},
+		{"session_id", ids.Session, prometheus.ExemplarMaxRunes},
+	} {
+		v := strings.ToValidUTF8(f.value, "")
+		room := min(f.max, budget-utf8.RuneCountInString(f.name))
+		if v == "" || room <= 0 {
+			continue
+		}
+		if utf8.RuneCountInString(v) > room {
+			v = string([]rune(v)[:room])
+		}
+		l[f.name] = v
+		budget -= utf8.RuneCountInString(f.name) + utf8.RuneCountInString(v)
+	}
+	return l
+}
