@@ -197,12 +197,7 @@ func (u scheduledUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ttft, gaps := u.schedule(model)
 	tokens := len(gaps) + 1
-	w.Header().Set("Content-Type", "text/event-stream")
-	rc := http.NewResponseController(w)
-	send := func(data string) bool {
-		_, err := io.WriteString(w, "data: "+data+"\n\n")
-		return err == nil && rc.Flush() == nil
-	}
+	send := eventWriter(w)
 	head := `{"id":"c","object":"chat.completion.chunk","created":1,"model":"` + model + `",`
 	if !send(head + `"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`) {
 		return
@@ -224,6 +219,18 @@ func (u scheduledUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	send(head + `"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`)
 	send(head + fmt.Sprintf(`"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}`, tokens, tokens+5))
 	send("[DONE]")
+}
+
+// eventWriter starts an event stream on w and returns a function that
+// sends one event with the given data and flushes it, reporting whether
+// the client is still there.
+func eventWriter(w http.ResponseWriter) func(data string) bool {
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	return func(data string) bool {
+		_, err := io.WriteString(w, "data: "+data+"\n\n")
+		return err == nil && rc.Flush() == nil
+	}
 }
 
 // clientStream is what the client saw of one stream, on its own clock.
