@@ -35,6 +35,9 @@ const (
 	// OutcomeRejected: the upstream refused a stream request with a 4xx
 	// status (400, 404, 429, ...) instead of a stream.
 	OutcomeRejected = "rejected"
+	// OutcomeIdleTimeout: the upstream sent nothing for the stream idle
+	// timeout (ITLPROXY_STREAM_IDLE_TIMEOUT), and the proxy ended the stream.
+	OutcomeIdleTimeout = "idle_timeout"
 )
 
 // Parse-failure reasons: what the measurement could not read. The bytes
@@ -157,7 +160,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			Help: "Streams ended, by outcome: completed (the upstream ended the stream cleanly), " +
 				"client_canceled (the client went away first; the upstream request was canceled), " +
 				"upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), " +
-				"rejected (the upstream refused the request with a 4xx status).",
+				"rejected (the upstream refused the request with a 4xx status), idle_timeout (the upstream " +
+				"went silent for the stream idle timeout and the proxy cut the stream).",
 		}, []string{"model", "endpoint", "outcome"}),
 		outputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "output_tokens_total",

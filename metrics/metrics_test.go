@@ -128,7 +128,7 @@ itlproxy_input_tokens_total{endpoint="chat_completions",model="m"} 10
 # HELP itlproxy_output_tokens_total Output tokens, counted when a response ends: usage.completion_tokens when the upstream reported usage, else, for streams, the number of token-bearing events.
 # TYPE itlproxy_output_tokens_total counter
 itlproxy_output_tokens_total{endpoint="chat_completions",model="m"} 3
-# HELP itlproxy_streams_total Streams ended, by outcome: completed (the upstream ended the stream cleanly), client_canceled (the client went away first; the upstream request was canceled), upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), rejected (the upstream refused the request with a 4xx status).
+# HELP itlproxy_streams_total Streams ended, by outcome: completed (the upstream ended the stream cleanly), client_canceled (the client went away first; the upstream request was canceled), upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), rejected (the upstream refused the request with a 4xx status), idle_timeout (the upstream went silent for the stream idle timeout and the proxy cut the stream).
 # TYPE itlproxy_streams_total counter
 itlproxy_streams_total{endpoint="chat_completions",model="m",outcome="completed"} 1
 `

@@ -37,6 +37,9 @@ type exchange struct {
 	sse *streamMeter
 	// usage is a non-streamed response's usage, when it reported one.
 	usage usage
+	// cancelUpstream cancels the outbound request; set when streams have
+	// an idle timeout.
+	cancelUpstream context.CancelFunc
 }
 
 type exchangeKey struct{}
@@ -62,8 +65,9 @@ func (ex *exchange) startStream() {
 }
 
 // respond sees the upstream's response headers and wraps its body in the
-// reader that measures it. The response carries the request id.
-func (ex *exchange) respond(resp *http.Response, maxEvent int) {
+// reader that measures it (and, for a stream with an idle timeout, watches
+// for silence). The response carries the request id.
+func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duration) {
 	ex.code = resp.StatusCode
 	if upstreamID := resp.Header.Get(RequestIDHeader); !ex.clientID && validID(upstreamID) {
 		ex.ids.Request = upstreamID
@@ -80,6 +84,9 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int) {
 			ex.startStream()
 		}
 		ex.sse = newStreamMeter(ex, maxEvent, !encoded)
+		if idle > 0 && ex.cancelUpstream != nil {
+			ex.sse.idle = startIdleTimer(idle, ex.cancelUpstream)
+		}
 		resp.Body = &sseBody{rc: resp.Body, m: ex.sse}
 		if encoded {
 			ex.rec.ParseFailure(ex.labels, metrics.ParseEncoded)
@@ -121,6 +128,9 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 	tpot := time.Duration(-1)
 	var events int64
 	if ex.sse != nil {
+		if ex.sse.idle != nil {
+			ex.sse.idle.stop()
+		}
 		u = ex.sse.usage
 		u.output = ex.sse.outputTokens()
 		events = ex.sse.events

@@ -33,7 +33,9 @@ type harnessOption func(*Config, *metrics.Options)
 func newHarness(t *testing.T, upstream http.Handler, opts ...harnessOption) *harness {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
-	h := &harness{t: t, reg: prometheus.NewRegistry(), logs: logs, served: make(chan struct{}, 1000)}
+	// served must hold every request a test sends before it waits: a full
+	// channel would block handlers.
+	h := &harness{t: t, reg: prometheus.NewRegistry(), logs: logs, served: make(chan struct{}, 1<<16)}
 	cfg := Config{MaxRequestBytes: 1 << 20, MaxEventBytes: 1 << 20}
 	mopts := metrics.Options{MaxModels: 32, Version: "test"}
 	if upstream != nil {

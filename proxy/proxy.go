@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"log"
 	"net"
 	"net/http"
@@ -30,8 +31,12 @@ type Config struct {
 	// one non-streamed JSON body. Larger ones pass through unmeasured.
 	MaxEventBytes int
 	// UpstreamTimeout bounds the wait for the upstream's response headers
-	// (for a non-streamed request, the whole generation); 0 means none.
+	// (for a non-streamed request, the whole generation); 0 means none. It
+	// is used only when Transport is nil.
 	UpstreamTimeout time.Duration
+	// StreamIdleTimeout ends an event stream whose upstream sends nothing
+	// for that long; 0 means never.
+	StreamIdleTimeout time.Duration
 	// Transport carries requests to the upstream. Nil means NewTransport.
 	Transport http.RoundTripper
 	// SessionHeader names the request header that carries a session id;
@@ -54,7 +59,7 @@ func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 	p := &Proxy{cfg: cfg, rec: rec, log: log}
 	transport := cfg.Transport
 	if transport == nil {
-		transport = NewTransport(cfg.UpstreamTimeout)
+		transport = NewTransport(cfg.UpstreamTimeout, nil)
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -78,17 +83,21 @@ func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 }
 
 // NewTransport returns the transport to the upstream: the default one's
-// dialing and TLS, enough idle connections for many concurrent streams, no
+// dialing and HTTP/2 over TLS, tlsConfig for an https upstream (nil: the
+// system's roots), enough idle connections for many concurrent streams, no
 // transparent compression (the client's Accept-Encoding goes through as it
 // is, and so does the upstream's encoding), and timeout as the bound on the
 // wait for response headers.
-func NewTransport(timeout time.Duration) *http.Transport {
+func NewTransport(timeout time.Duration, tlsConfig *tls.Config) *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	t.DisableCompression = true
 	t.MaxIdleConns = 0
 	t.MaxIdleConnsPerHost = 1024
 	t.ResponseHeaderTimeout = timeout
+	if tlsConfig != nil {
+		t.TLSClientConfig = tlsConfig
+	}
 	return t
 }
 
@@ -106,6 +115,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
-	exchangeFrom(resp.Request.Context()).respond(resp, p.cfg.MaxEventBytes)
+	exchangeFrom(resp.Request.Context()).respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout)
 	return nil
 }

@@ -499,7 +499,7 @@ func TestUpstreamTimeoutBeforeHeaders(t *testing.T) {
 		case <-release:
 		case <-r.Context().Done():
 		}
-	}), func(c *Config, _ *metrics.Options) { c.Transport = NewTransport(200 * time.Millisecond) })
+	}), func(c *Config, _ *metrics.Options) { c.Transport = NewTransport(200*time.Millisecond, nil) })
 	start := time.Now()
 	resp := h.post("/v1/completions", `{"model":"m"}`)
 	_, typ, code := openAIError(t, resp)
@@ -764,7 +764,7 @@ func TestHTTPSUpstream(t *testing.T) {
 	defer upstream.Close()
 	h := newHarness(t, nil, func(c *Config, _ *metrics.Options) {
 		c.Upstream, _ = url.Parse(upstream.URL + "/openai")
-		tr := NewTransport(0)
+		tr := NewTransport(0, nil)
 		tr.TLSClientConfig = upstream.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 		c.Transport = tr
 	})

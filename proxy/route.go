@@ -61,7 +61,15 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	// finish runs even when ReverseProxy aborts the response with
 	// http.ErrAbortHandler: a stream cut mid-way is recorded too.
 	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+	ctx := r.Context()
+	if p.cfg.StreamIdleTimeout > 0 {
+		// The outbound request's context, which the idle timer cancels.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		ex.cancelUpstream = cancel
+	}
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, exchangeKey{}, ex)))
 }
 
 var errBodyTooLarge = errors.New("request body too large")

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/itlproxy/itlproxy/metrics"
@@ -37,13 +39,14 @@ type streamMeter struct {
 	ex       *exchange
 	splitter *sseSplitter // nil when the body cannot be parsed
 
-	now         time.Time // when the read being split returned
-	first, last time.Time // stamps of the first and last token-bearing events
-	events      int64     // token-bearing events
-	usage       usage     // the last usage the stream reported
-	errorEvent  bool      // the upstream reported an error in the stream
-	done        bool      // the upstream sent the stream's end marker ([DONE])
-	readErr     error     // how reading ended: io.EOF, another error, or nil (never ended)
+	now         time.Time  // when the read being split returned
+	first, last time.Time  // stamps of the first and last token-bearing events
+	events      int64      // token-bearing events
+	usage       usage      // the last usage the stream reported
+	errorEvent  bool       // the upstream reported an error in the stream
+	done        bool       // the upstream sent the stream's end marker ([DONE])
+	readErr     error      // how reading ended: io.EOF, another error, or nil (never ended)
+	idle        *idleTimer // nil without an idle timeout
 }
 
 func newStreamMeter(ex *exchange, maxEvent int, parse bool) *streamMeter {
@@ -55,6 +58,9 @@ func newStreamMeter(ex *exchange, maxEvent int, parse bool) *streamMeter {
 }
 
 func (m *streamMeter) read(p []byte) {
+	if m.idle != nil {
+		m.idle.reset()
+	}
 	if m.splitter == nil {
 		return
 	}
@@ -143,6 +149,8 @@ func (m *streamMeter) outputTokens() int64 {
 // client's request context was canceled.
 func (m *streamMeter) outcome(clientGone bool) string {
 	switch {
+	case m.idle != nil && m.idle.fired.Load():
+		return metrics.OutcomeIdleTimeout
 	case m.errorEvent:
 		return metrics.OutcomeUpstreamError
 	case m.done, m.readErr == io.EOF:
@@ -157,3 +165,26 @@ func (m *streamMeter) outcome(clientGone bool) string {
 	// writing to the client failed.
 	return metrics.OutcomeClientCanceled
 }
+
+// idleTimer ends a stream whose upstream goes silent: when no bytes have
+// arrived for d, it cancels the upstream request, so that the read in
+// progress fails and the client sees the stream cut.
+type idleTimer struct {
+	d     time.Duration
+	t     *time.Timer
+	fired atomic.Bool // set from the timer's goroutine
+}
+
+func startIdleTimer(d time.Duration, cancel context.CancelFunc) *idleTimer {
+	it := &idleTimer{d: d}
+	it.t = time.AfterFunc(d, func() {
+		it.fired.Store(true)
+		cancel()
+	})
+	return it
+}
+
+// reset restarts the countdown: bytes arrived.
+func (it *idleTimer) reset() { it.t.Reset(it.d) }
+
+func (it *idleTimer) stop() { it.t.Stop() }

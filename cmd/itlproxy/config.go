@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -26,9 +27,18 @@ type config struct {
 	Models    []string `env:"ITLPROXY_MODELS" help:"Comma-separated allow-list of model label values; other models are labelled _other. Empty: any model, up to ITLPROXY_MAX_MODELS."`
 	MaxModels int      `env:"ITLPROXY_MAX_MODELS" envDefault:"32" help:"Distinct model label values kept when there is no allow-list; later models are labelled _other."`
 
-	MaxRequestBytes byteSize      `env:"ITLPROXY_MAX_REQUEST_BYTES" envDefault:"32MiB" help:"Largest request body accepted; larger ones get 413. Bytes, or with KiB/MiB/GiB."`
-	MaxEventBytes   byteSize      `env:"ITLPROXY_MAX_EVENT_BYTES" envDefault:"1MiB" help:"Largest SSE event (or non-streamed JSON body) the measurement buffers; larger ones are forwarded unmeasured and counted."`
-	UpstreamTimeout time.Duration `env:"ITLPROXY_UPSTREAM_TIMEOUT" envDefault:"10m" help:"Longest wait for the upstream's response headers (a non-streamed request waits for its whole generation); 504 after it. 0: no limit."`
+	MaxRequestBytes   byteSize      `env:"ITLPROXY_MAX_REQUEST_BYTES" envDefault:"32MiB" help:"Largest request body accepted; larger ones get 413. Bytes, or with KiB/MiB/GiB."`
+	MaxEventBytes     byteSize      `env:"ITLPROXY_MAX_EVENT_BYTES" envDefault:"1MiB" help:"Largest SSE event (or non-streamed JSON body) the measurement buffers; larger ones are forwarded unmeasured and counted."`
+	UpstreamTimeout   time.Duration `env:"ITLPROXY_UPSTREAM_TIMEOUT" envDefault:"10m" help:"Longest wait for the upstream's response headers (a non-streamed request waits for its whole generation); 504 after it. 0: no limit."`
+	StreamIdleTimeout time.Duration `env:"ITLPROXY_STREAM_IDLE_TIMEOUT" envDefault:"0s" help:"End a stream whose upstream then sends nothing for this long (outcome idle_timeout; the client sees the stream cut). 0: off."`
+
+	UpstreamCAFile             string `env:"ITLPROXY_UPSTREAM_CA_FILE" help:"PEM file of the CA certificates that an https upstream's certificate must chain to, instead of the system's."`
+	UpstreamInsecureSkipVerify bool   `env:"ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY" envDefault:"false" help:"Do not verify the https upstream's certificate. Insecure, for tests only; logged at every start."`
+
+	ReadHeaderTimeout time.Duration `env:"ITLPROXY_READ_HEADER_TIMEOUT" envDefault:"10s" help:"Longest a client may take to send its request headers (slowloris); the connection is closed after it."`
+	ClientIdleTimeout time.Duration `env:"ITLPROXY_CLIENT_IDLE_TIMEOUT" envDefault:"2m" help:"How long an idle keep-alive client connection is kept open."`
+	MaxHeaderBytes    byteSize      `env:"ITLPROXY_MAX_HEADER_BYTES" envDefault:"64KiB" help:"Largest request header block accepted; larger ones get 431."`
+	Pprof             bool          `env:"ITLPROXY_PPROF" envDefault:"false" help:"Serve Go's profiler at /debug/pprof/ on the admin listener (never on the proxy port)."`
 
 	ShutdownDelay   time.Duration `env:"ITLPROXY_SHUTDOWN_DELAY" envDefault:"0s" help:"On SIGTERM, how long to keep accepting requests after /readyz starts failing, so load balancers stop sending first."`
 	ShutdownTimeout time.Duration `env:"ITLPROXY_SHUTDOWN_TIMEOUT" envDefault:"30s" help:"On SIGTERM, how long streams in flight may take to finish before they are cut."`
@@ -52,6 +62,8 @@ type config struct {
 
 	// slos are the objectives resolved from the SLO variables and file.
 	slos metrics.SLOs
+	// upstreamTLS is the TLS client configuration for an https upstream.
+	upstreamTLS *tls.Config
 }
 
 // byteSize is a size in bytes, written as a whole number with an optional
@@ -122,6 +134,11 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 			p.value = raw
 		}
 		problems = append(problems, p.String())
+	}
+	if tlsConfig, err := upstreamTLS(cfg.UpstreamCAFile, cfg.UpstreamInsecureSkipVerify); err != nil {
+		problems = append(problems, fmt.Sprintf("ITLPROXY_UPSTREAM_CA_FILE=%q: %v", cfg.UpstreamCAFile, err))
+	} else {
+		cfg.upstreamTLS = tlsConfig
 	}
 	cfg.slos = metrics.SLOs{Default: metrics.Objectives{TTFT: cfg.SLOTTFT, ITL: cfg.SLOITL, TPOT: cfg.SLOTPOT}}
 	if cfg.SLOFile != "" && len(problems) == 0 {
@@ -206,11 +223,22 @@ func (c config) validate(demo bool) []problem {
 	if c.MaxEventBytes < 1024 || c.MaxEventBytes > 1<<30 {
 		add("ITLPROXY_MAX_EVENT_BYTES", strconv.FormatInt(int64(c.MaxEventBytes), 10), "must be between 1KiB and 1GiB")
 	}
+	if c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > 16<<20 {
+		add("ITLPROXY_MAX_HEADER_BYTES", strconv.FormatInt(int64(c.MaxHeaderBytes), 10), "must be between 1KiB and 16MiB")
+	}
+	if c.ReadHeaderTimeout <= 0 {
+		add("ITLPROXY_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout.String(), "must be positive")
+	}
+	if c.UpstreamCAFile != "" && c.UpstreamInsecureSkipVerify {
+		add("ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY", "true", "contradicts ITLPROXY_UPSTREAM_CA_FILE: verify with the CA file, or do not verify")
+	}
 	for _, d := range []struct {
 		key string
 		d   time.Duration
 	}{
 		{"ITLPROXY_UPSTREAM_TIMEOUT", c.UpstreamTimeout},
+		{"ITLPROXY_STREAM_IDLE_TIMEOUT", c.StreamIdleTimeout},
+		{"ITLPROXY_CLIENT_IDLE_TIMEOUT", c.ClientIdleTimeout},
 		{"ITLPROXY_SLO_TTFT", c.SLOTTFT},
 		{"ITLPROXY_SLO_ITL", c.SLOITL},
 		{"ITLPROXY_SLO_TPOT", c.SLOTPOT},

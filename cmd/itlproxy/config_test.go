@@ -30,6 +30,9 @@ func TestConfigDefaults(t *testing.T) {
 		MaxRequestBytes:      32 << 20,
 		MaxEventBytes:        1 << 20,
 		UpstreamTimeout:      10 * time.Minute,
+		ReadHeaderTimeout:    10 * time.Second,
+		ClientIdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes:       64 << 10,
 		ShutdownTimeout:      30 * time.Second,
 		StallThreshold:       2 * time.Second,
 		SessionHeader:        "X-Session-Id",
@@ -40,6 +43,10 @@ func TestConfigDefaults(t *testing.T) {
 		LogFormat:            "json",
 		DemoClients:          6,
 	}
+	if tc := cfg.upstreamTLS; tc == nil || tc.InsecureSkipVerify || tc.RootCAs != nil {
+		t.Errorf("upstream TLS by default: %+v, want verification against the system's roots", tc)
+	}
+	cfg.upstreamTLS = nil
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", cfg, want)
 	}

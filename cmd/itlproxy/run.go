@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"runtime"
 	"runtime/debug"
@@ -135,13 +136,18 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	if err != nil {
 		return err // validated already
 	}
+	if s.cfg.UpstreamInsecureSkipVerify {
+		s.log.Warn("ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY is set: the upstream's TLS certificate is NOT verified; " +
+			"anyone on the path to it can read and alter every request and response")
+	}
 	p := proxy.New(proxy.Config{
-		Upstream:        upstream,
-		MaxRequestBytes: int64(s.cfg.MaxRequestBytes),
-		MaxEventBytes:   int(s.cfg.MaxEventBytes),
-		UpstreamTimeout: s.cfg.UpstreamTimeout,
-		SessionHeader:   s.cfg.SessionHeader,
-		SessionFromUser: s.cfg.SessionFromUser,
+		Upstream:          upstream,
+		Transport:         proxy.NewTransport(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
+		MaxRequestBytes:   int64(s.cfg.MaxRequestBytes),
+		MaxEventBytes:     int(s.cfg.MaxEventBytes),
+		StreamIdleTimeout: s.cfg.StreamIdleTimeout,
+		SessionHeader:     s.cfg.SessionHeader,
+		SessionFromUser:   s.cfg.SessionFromUser,
 	}, s.rec, s.log.Named("proxy"))
 
 	proxyLn, err := net.Listen("tcp", s.cfg.ListenAddr)
@@ -158,8 +164,9 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		Handler: p,
 		// No ReadTimeout or WriteTimeout: they would cut long uploads and
 		// long streams. Slow clients are bounded by the header timeout.
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.ClientIdleTimeout,
+		MaxHeaderBytes:    int(s.cfg.MaxHeaderBytes),
 		ErrorLog:          httpLog,
 	}
 	adminSrv := &http.Server{
@@ -241,5 +248,15 @@ func (s *server) adminRoutes() http.Handler {
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
+	if s.cfg.Pprof {
+		// Only here, on the admin listener, and only when asked: profiles
+		// reveal internals, and the proxy port serves nothing of its own.
+		r.HandleFunc("/debug/pprof/", pprof.Index)
+		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		r.HandleFunc("/debug/pprof/{profile}", pprof.Index)
+	}
 	return r
 }
