@@ -377,3 +377,46 @@ func checkPodMonitor(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.C
 	}
 	t.Errorf("no PodMonitor scrapes /metrics on the admin port of the pods of %s", d.Name)
 }
+
+// TestOverlayOverrides checks that an overlay on the vLLM example changes
+// what the README says it can: the namespace, the image, itlproxy's
+// environment (merged) and the SLO file (replaced).
+func TestOverlayOverrides(t *testing.T) {
+	r := render(t, path.Join(kubernetesDir, "examples", "overlay"))
+	if len(r.deployments) != 1 {
+		t.Fatalf("%d Deployments, want 1", len(r.deployments))
+	}
+	d := r.deployments[0]
+	if d.Namespace != "llm" {
+		t.Errorf("namespace %q, want llm", d.Namespace)
+	}
+	i := slices.IndexFunc(d.Spec.Template.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == "itlproxy" })
+	if i < 0 {
+		t.Fatal("no itlproxy init container")
+	}
+	c := d.Spec.Template.Spec.InitContainers[i]
+	if c.Image != "registry.example.com/platform/itlproxy:v0.2.0" {
+		t.Errorf("image %s, want the overlay's", c.Image)
+	}
+	env := effectiveEnv(t, r, c)
+	for k, want := range map[string]string{
+		"ITLPROXY_SESSION_HEADER":  "X-Conversation-Id",      // changed
+		"ITLPROXY_STALL_THRESHOLD": "1s",                     // added
+		"ITLPROXY_UPSTREAM_URL":    "http://127.0.0.1:8000",  // kept
+		"ITLPROXY_SLO_FILE":        "/etc/itlproxy/slo.yaml", // the component's
+		"ITLPROXY_SHUTDOWN_DELAY":  "5s",                     // the component's
+	} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q", k, env[k], want)
+		}
+	}
+	var slo *corev1.ConfigMap
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.ConfigMap != nil && r.configMaps[v.ConfigMap.Name] != nil && v.Name == "itlproxy-slo" {
+			slo = r.configMaps[v.ConfigMap.Name]
+		}
+	}
+	if slo == nil || !strings.Contains(slo.Data["slo.yaml"], "{ttft: 400ms, itl: 30ms}") {
+		t.Errorf("the mounted SLO file is not the overlay's: %v", slo)
+	}
+}
