@@ -40,18 +40,24 @@ const imageUID = 65532
 
 func readDockerfile(t *testing.T) []stage {
 	t.Helper()
+	stages, _ := readDockerfileArgs(t)
+	return stages
+}
+
+func readDockerfileArgs(t *testing.T) ([]stage, map[string]string) {
+	t.Helper()
 	text, err := os.ReadFile(filepath.Join(repoDir, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stages, err := parseDockerfile(string(text))
+	stages, global, err := parseDockerfile(string(text))
 	if err != nil {
 		t.Fatalf("Dockerfile: %v", err)
 	}
 	if len(stages) < 2 {
 		t.Fatalf("Dockerfile has %d stages, want a build stage and a final one", len(stages))
 	}
-	return stages
+	return stages, global
 }
 
 // goBuild is the build stage's `go build` command: its environment
@@ -101,12 +107,28 @@ func findGoBuild(t *testing.T, stages []stage, buildArgs map[string]string) goBu
 	return found[0]
 }
 
-// TestDockerfileFinalStage checks the image's own settings: a minimal base,
-// the binary the build stage makes, the non-root user, both ports, and an
+// TestDockerfileSettings checks the Dockerfile's settings: the build
+// stage's Go against go.mod's, and the final stage's minimal base, the
+// binary the build stage makes, the non-root user, both ports, and an
 // entrypoint that needs no arguments.
-func TestDockerfileFinalStage(t *testing.T) {
-	stages := readDockerfile(t)
+func TestDockerfileSettings(t *testing.T) {
+	stages, global := readDockerfileArgs(t)
 	build := findGoBuild(t, stages, map[string]string{"TARGETOS": runtime.GOOS, "TARGETARCH": runtime.GOARCH})
+	// The golang images build with GOTOOLCHAIN=local: an older Go than
+	// go.mod's would refuse to build.
+	goMod, err := os.ReadFile(filepath.Join(repoDir, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goLine string
+	for line := range strings.Lines(string(goMod)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go "); ok {
+			goLine = v
+		}
+	}
+	if !strings.Contains(build.stage.from, "golang:${GO_VERSION}") || global["GO_VERSION"] != goLine {
+		t.Errorf("build stage FROM %s with GO_VERSION=%s: want golang:${GO_VERSION} and go.mod's Go, %s", build.stage.from, global["GO_VERSION"], goLine)
+	}
 	final := stages[len(stages)-1]
 	if final.from != "scratch" && !strings.HasPrefix(final.from, "gcr.io/distroless/static") {
 		t.Errorf("final stage FROM %s: want gcr.io/distroless/static (or scratch with CA certificates)", final.from)
@@ -179,7 +201,9 @@ func TestDockerfileBuild(t *testing.T) {
 	args[slices.Index(args, "-o")+1] = bin
 	cmd := exec.Command(goTool, args...)
 	cmd.Dir = buildContext
-	cmd.Env = append(os.Environ(), build.env...)
+	// One package at a time: other tests of the suite may be timing
+	// streams on this machine's few cores meanwhile.
+	cmd.Env = append(append(os.Environ(), "GOFLAGS=-p=1"), build.env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v\n%s", strings.Join(build.env, " "), strings.Join(cmd.Args, " "), err, out)
 	}

@@ -42,9 +42,11 @@ func (s *stage) lookup(buildArgs map[string]string) func(string) (string, bool) 
 	}
 }
 
-// parseDockerfile reads the instructions of a Dockerfile into stages.
-func parseDockerfile(text string) ([]stage, error) {
-	var stages []stage
+// parseDockerfile reads the instructions of a Dockerfile into stages, and
+// the defaults of the ARGs before the first FROM (which only FROM lines
+// see).
+func parseDockerfile(text string) (stages []stage, global map[string]string, err error) {
+	global = map[string]string{}
 	for _, inst := range dockerInstructions(text) {
 		keyword, rest, _ := strings.Cut(inst, " ")
 		keyword, rest = strings.ToUpper(keyword), strings.TrimSpace(rest)
@@ -60,34 +62,37 @@ func parseDockerfile(text string) ([]stage, error) {
 			case len(words) == 3 && strings.EqualFold(words[1], "AS"):
 				s.from, s.name = words[0], words[2]
 			default:
-				return nil, fmt.Errorf("FROM %s: want an image and an optional AS name", rest)
+				return nil, nil, fmt.Errorf("FROM %s: want an image and an optional AS name", rest)
 			}
 			stages = append(stages, s)
 			continue
 		}
-		if len(stages) == 0 {
-			if keyword == "ARG" {
-				continue // global: only FROM lines may use it
-			}
-			return nil, fmt.Errorf("%s before FROM", keyword)
+		if len(stages) == 0 && keyword != "ARG" {
+			return nil, nil, fmt.Errorf("%s before FROM", keyword)
 		}
-		s := &stages[len(stages)-1]
 		switch keyword {
 		case "ARG", "ENV":
 			for _, w := range strings.Fields(rest) {
 				name, value, hasValue := strings.Cut(w, "=")
 				if keyword == "ENV" && !hasValue {
-					return nil, fmt.Errorf("ENV %s: want NAME=value", rest)
+					return nil, nil, fmt.Errorf("ENV %s: want NAME=value", rest)
 				}
 				if strings.ContainsAny(value, `"'$\`) {
-					return nil, fmt.Errorf("%s %s: quoted or computed values are not supported here", keyword, rest)
+					return nil, nil, fmt.Errorf("%s %s: quoted or computed values are not supported here", keyword, rest)
 				}
-				if keyword == "ARG" {
-					s.args[name] = value
-				} else {
-					s.env[name] = value
+				switch {
+				case len(stages) == 0:
+					global[name] = value
+				case keyword == "ARG":
+					stages[len(stages)-1].args[name] = value
+				default:
+					stages[len(stages)-1].env[name] = value
 				}
 			}
+			continue
+		}
+		s := &stages[len(stages)-1]
+		switch keyword {
 		case "RUN":
 			s.runs = append(s.runs, rest)
 		case "COPY":
@@ -100,10 +105,10 @@ func parseDockerfile(text string) ([]stage, error) {
 			s.entrypoint = rest
 		case "WORKDIR", "LABEL":
 		default:
-			return nil, fmt.Errorf("instruction %s is not understood by the image tests", keyword)
+			return nil, nil, fmt.Errorf("instruction %s is not understood by the image tests", keyword)
 		}
 	}
-	return stages, nil
+	return stages, global, nil
 }
 
 // dockerInstructions splits a Dockerfile into instructions: comment lines
