@@ -43,7 +43,6 @@ var scheme = func() *runtime.Scheme {
 // rendered is the output of one kustomization, each object decoded into
 // its Go type.
 type rendered struct {
-	dir         string
 	objects     []runtime.Object
 	deployments []*appsv1.Deployment
 	services    []*corev1.Service
@@ -106,7 +105,7 @@ func render(t *testing.T, dir string) *rendered {
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
-	out := &rendered{dir: dir, configMaps: map[string]*corev1.ConfigMap{}}
+	out := &rendered{configMaps: map[string]*corev1.ConfigMap{}}
 	for _, r := range resources.Resources() {
 		data, err := r.MarshalJSON()
 		if err != nil {
