@@ -160,6 +160,27 @@ func discoverModel(ctx context.Context, cfg config) (string, error) {
 	return list.Data[0].ID, nil
 }
 
+// warmup sends n requests, c at a time, and forgets their stats.
+func (b *bench) warmup(ctx context.Context) {
+	n := int64(b.cfg.warmup)
+	var claimed atomic.Int64
+	var wg sync.WaitGroup
+	for range min(int64(b.cfg.concurrency), n) {
+		wg.Go(func() {
+			w := newWorker(b)
+			for ctx.Err() == nil && claimed.Add(1) <= n {
+				w.do(ctx, w.next())
+			}
+		})
+	}
+	wg.Wait()
+	b.picks.Store(0)
+	b.sessions.Store(0)
+	for i, s := range b.stats {
+		b.stats[i] = newModelStats(s.name)
+	}
+}
+
 // run drives the load until the duration or the request count is reached
 // and every request in flight has ended, or until ctx is canceled.
 func (b *bench) run(ctx context.Context) {

@@ -39,6 +39,7 @@ type config struct {
 	concurrency int
 	duration    time.Duration
 	ramp        time.Duration
+	warmup      int
 	requests    int64
 	rate        float64
 	timeout     time.Duration
@@ -135,6 +136,7 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	fs.IntVar(&cfg.concurrency, "c", 10, "concurrent requests (closed loop: each starts when one ends)")
 	fs.DurationVar(&cfg.duration, "duration", 0, "how long to start requests (default 10s unless -requests is set)")
 	fs.Int64Var(&cfg.requests, "requests", 0, "how many requests to send; 0: no limit")
+	fs.IntVar(&cfg.warmup, "warmup", 0, "requests sent (c at a time) before the measured run and left out of it; their\nconnections stay open for it, so its TTFT then excludes connection set-up")
 	fs.DurationVar(&cfg.ramp, "ramp", 0, "start the workers evenly over this time instead of at once (thousands of\nconnections opened at once can overflow the server's accept queue)")
 	fs.Float64Var(&cfg.rate, "rate", 0, "at most this many requests started per second, evenly spaced; 0: no limit")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "limit on each request, response and stream included; 0: none")
@@ -203,6 +205,9 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	}
 	if cfg.duration < 0 || set["duration"] && cfg.duration == 0 {
 		bad("-duration %v: want a positive duration", cfg.duration)
+	}
+	if cfg.warmup < 0 {
+		bad("-warmup %d: want 0 or more", cfg.warmup)
 	}
 	if cfg.ramp < 0 {
 		bad("-ramp %v: want 0 or more", cfg.ramp)

@@ -42,6 +42,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.warmup > 0 {
+		b.warmup(ctx)
+	}
 	var before proxyScrape
 	if cfg.compareURL != "" {
 		if before, err = scrapeProxy(ctx, cfg.compareURL, endpointLabel(cfg.endpoint)); err != nil {
