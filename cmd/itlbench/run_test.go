@@ -198,6 +198,9 @@ type simRequest struct {
 	body   map[string]any
 }
 
+// simModel is a profile whose every wait is d.
+func simModel(d time.Duration) llmsim.Model { return llmsim.Model{TTFT: d, ITL: d} }
+
 func newSimServer(t *testing.T, m llmsim.Model) *simServer {
 	s := &simServer{}
 	sim := llmsim.New().ServeAnyModel(m)
