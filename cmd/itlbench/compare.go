@@ -98,6 +98,38 @@ func (h promHist) quantile(q float64) (v float64, ok bool) {
 	return 0, false
 }
 
+// inBuckets counts d's samples in classic buckets with the given upper
+// bounds (seconds), as the proxy would have. A sample in a histogram
+// bucket that straddles a bound is split in proportion, which can only
+// matter within 0.8% of the bound.
+func (d dist) inBuckets(bounds []float64) promHist {
+	h := promHist{count: d.count, sum: d.sum.Seconds()}
+	if bounds == nil || d.count == 0 {
+		return h
+	}
+	h.bounds = bounds
+	i, below := 0, 0.0 // the next histogram bucket, and the samples under it
+	for _, b := range bounds {
+		limit := b * 1e9 // samples <= limit nanoseconds
+		for ; i < len(d.buckets); i++ {
+			low, width := bucketRange(i)
+			if float64(low+width-1) > limit {
+				break
+			}
+			below += float64(d.buckets[i])
+		}
+		partial := 0.0
+		if i < len(d.buckets) {
+			low, width := bucketRange(i)
+			if f := (limit - float64(low) + 1) / float64(width); f > 0 {
+				partial = f * float64(d.buckets[i])
+			}
+		}
+		h.cumulative = append(h.cumulative, uint64(math.Round(below+partial)))
+	}
+	return h
+}
+
 // proxyScrape is one scrape of itlproxy's /metrics, for one endpoint:
 // each compared histogram and the request count, per model label and
 // summed over all ("").
@@ -211,9 +243,14 @@ type compareSet struct {
 
 type sidePair struct {
 	Client side `json:"client"`
-	Proxy  side `json:"proxy"`
-	// Diff is proxy - client; a quantile is null where either side has
-	// none.
+	// ClientInProxyBuckets is the client's samples estimated the way the
+	// proxy's are: counted in the proxy's buckets and interpolated, so
+	// that the quantiles compare like with like. Its count, sum and mean
+	// are the client's.
+	ClientInProxyBuckets side `json:"client_in_proxy_buckets"`
+	Proxy                side `json:"proxy"`
+	// Diff is proxy - client; its quantiles are proxy -
+	// client_in_proxy_buckets, null where either has none.
 	Diff side `json:"proxy_minus_client"`
 }
 
@@ -266,16 +303,19 @@ func diff(a, b *float64) *float64 {
 
 func pair(client dist, proxy promHist) sidePair {
 	p := sidePair{Client: clientSide(client), Proxy: proxySide(proxy)}
+	p.ClientInProxyBuckets = proxySide(client.inBuckets(proxy.bounds))
+	p.ClientInProxyBuckets.Sum, p.ClientInProxyBuckets.Mean = p.Client.Sum, p.Client.Mean
 	p.Diff = side{Count: p.Proxy.Count - p.Client.Count, Sum: p.Proxy.Sum - p.Client.Sum, Mean: diff(p.Proxy.Mean, p.Client.Mean)}
-	cq, pq, dq := p.Client.quantiles(), p.Proxy.quantiles(), p.Diff.quantiles()
+	cq, pq, dq := p.ClientInProxyBuckets.quantiles(), p.Proxy.quantiles(), p.Diff.quantiles()
 	for i := range dq {
 		*dq[i] = diff(*pq[i], *cq[i])
 	}
 	return p
 }
 
-const compareMethod = "proxy numbers are this run's only: the scrape after the run minus the scrape before; " +
-	"its quantiles are interpolated within its classic buckets (as histogram_quantile), so they can differ from the client's by up to a bucket's width"
+const compareMethod = "proxy numbers are this run's only: the scrape after the run minus the scrape before. " +
+	"Its quantiles are interpolated within its classic buckets (as histogram_quantile does); " +
+	"'client*' puts the client's samples in the same buckets and interpolates them the same way, and proxy−client compares quantiles with that"
 
 // compare builds the comparison of the client's results with the proxy's
 // between two scrapes.
@@ -320,18 +360,18 @@ func (c *comparison) writeText(w io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	for _, set := range c.Sets {
-		fmt.Fprintf(tw, "%s\tclient\tproxy\tproxy−client\t\t\n", set.Model)
+		fmt.Fprintf(tw, "%s\tclient\tclient*\tproxy\tproxy−client\t\t\n", set.Model)
 		for i, p := range []sidePair{set.TTFT, set.ITL, set.TPOT} {
 			name := comparedMetrics[i].name
-			fmt.Fprintf(tw, "%s count\t%d\t%d\t%+d\t\t\n", name, p.Client.Count, p.Proxy.Count, p.Diff.Count)
-			fmt.Fprintf(tw, "%s sum\t%s\t%s\t%s\t%s\t\n", name, fmtSeconds(&p.Client.Sum), fmtSeconds(&p.Proxy.Sum),
+			fmt.Fprintf(tw, "%s count\t%d\t\t%d\t%+d\t\t\n", name, p.Client.Count, p.Proxy.Count, p.Diff.Count)
+			fmt.Fprintf(tw, "%s sum\t%s\t\t%s\t%s\t%s\t\n", name, fmtSeconds(&p.Client.Sum), fmtSeconds(&p.Proxy.Sum),
 				fmtSigned(&p.Diff.Sum), percentOf(&p.Diff.Sum, &p.Client.Sum))
-			fmt.Fprintf(tw, "%s mean\t%s\t%s\t%s\t%s\t\n", name, fmtSeconds(p.Client.Mean), fmtSeconds(p.Proxy.Mean),
+			fmt.Fprintf(tw, "%s mean\t%s\t\t%s\t%s\t%s\t\n", name, fmtSeconds(p.Client.Mean), fmtSeconds(p.Proxy.Mean),
 				fmtSigned(p.Diff.Mean), percentOf(p.Diff.Mean, p.Client.Mean))
-			cq, pq, dq := p.Client.quantiles(), p.Proxy.quantiles(), p.Diff.quantiles()
+			cq, bq, pq, dq := p.Client.quantiles(), p.ClientInProxyBuckets.quantiles(), p.Proxy.quantiles(), p.Diff.quantiles()
 			for j, q := range quantiles {
-				fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t\n", name, q.name, fmtSeconds(*cq[j]), fmtSeconds(*pq[j]),
-					fmtSigned(*dq[j]), percentOf(*dq[j], *cq[j]))
+				fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t%s\t\n", name, q.name, fmtSeconds(*cq[j]), fmtSeconds(*bq[j]),
+					fmtSeconds(*pq[j]), fmtSigned(*dq[j]), percentOf(*dq[j], *bq[j]))
 			}
 		}
 	}
