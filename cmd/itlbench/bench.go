@@ -160,20 +160,13 @@ func discoverModel(ctx context.Context, cfg config) (string, error) {
 	return list.Data[0].ID, nil
 }
 
-// warmup sends n requests, c at a time, and forgets their stats.
+// warmup sends -warmup requests, c at a time, and forgets their stats.
 func (b *bench) warmup(ctx context.Context) {
 	n := int64(b.cfg.warmup)
 	var claimed atomic.Int64
-	var wg sync.WaitGroup
-	for range min(int64(b.cfg.concurrency), n) {
-		wg.Go(func() {
-			w := newWorker(b)
-			for ctx.Err() == nil && claimed.Add(1) <= n {
-				w.do(ctx, w.next())
-			}
-		})
-	}
-	wg.Wait()
+	b.workers(ctx, int(min(int64(b.cfg.concurrency), n)), func() bool {
+		return ctx.Err() == nil && claimed.Add(1) <= n
+	})
 	b.picks.Store(0)
 	b.sessions.Store(0)
 	for i, s := range b.stats {
@@ -188,13 +181,22 @@ func (b *bench) run(ctx context.Context) {
 	if b.cfg.duration > 0 {
 		b.deadline = b.start.Add(b.cfg.duration)
 	}
+	b.workers(ctx, b.cfg.concurrency, func() bool { return b.more(ctx) })
+}
+
+// workers runs n workers, started evenly over -ramp, each sending requests
+// one after another while more allows, and waits for them.
+func (b *bench) workers(ctx context.Context, n int, more func() bool) {
 	var wg sync.WaitGroup
-	for i := range b.cfg.concurrency {
+	for i := range n {
 		wg.Go(func() {
-			if b.cfg.ramp > 0 && !sleep(ctx, b.cfg.ramp*time.Duration(i)/time.Duration(b.cfg.concurrency)) {
+			if b.cfg.ramp > 0 && !sleep(ctx, b.cfg.ramp*time.Duration(i)/time.Duration(n)) {
 				return
 			}
-			newWorker(b).loop(ctx)
+			w := newWorker(b)
+			for more() {
+				w.do(ctx, w.next())
+			}
 		})
 	}
 	wg.Wait()

@@ -137,7 +137,7 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	fs.DurationVar(&cfg.duration, "duration", 0, "how long to start requests (default 10s unless -requests is set)")
 	fs.Int64Var(&cfg.requests, "requests", 0, "how many requests to send; 0: no limit")
 	fs.IntVar(&cfg.warmup, "warmup", 0, "requests sent (c at a time) before the measured run and left out of it; their\nconnections stay open for it, so its TTFT then excludes connection set-up")
-	fs.DurationVar(&cfg.ramp, "ramp", 0, "start the workers evenly over this time instead of at once (thousands of\nconnections opened at once can overflow the server's accept queue)")
+	fs.DurationVar(&cfg.ramp, "ramp", 0, "start the workers (of the warm-up, then of the run) evenly over this time instead\nof at once: thousands of connections opened at once can overflow the server's\naccept queue")
 	fs.Float64Var(&cfg.rate, "rate", 0, "at most this many requests started per second, evenly spaced; 0: no limit")
 	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "limit on each request, response and stream included; 0: none")
 	fs.BoolVar(&cfg.insecure, "insecure", false, "do not verify the server's TLS certificate")

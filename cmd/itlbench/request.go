@@ -57,12 +57,6 @@ func newWorker(b *bench) *worker {
 	return w
 }
 
-func (w *worker) loop(ctx context.Context) {
-	for w.b.more(ctx) {
-		w.do(ctx, w.next())
-	}
-}
-
 // next picks the model of the next request, and its session.
 func (w *worker) next() int {
 	turns := w.b.cfg.turns
