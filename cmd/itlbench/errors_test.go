@@ -48,6 +48,12 @@ func faultyUpstream(w http.ResponseWriter, r *http.Request) {
 	case "error-event":
 		events(2)
 		io.WriteString(w, "data: {\"error\":{\"message\":\"overloaded\"}}\n\ndata: [DONE]\n\n")
+	case "stall":
+		events(2)
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
 	case "slow":
 		select {
 		case <-r.Context().Done():
@@ -62,21 +68,22 @@ func faultyUpstream(w http.ResponseWriter, r *http.Request) {
 func TestErrorAccounting(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(faultyUpstream))
 	defer up.Close()
-	models := "ok,status,cut,partial,error-event,slow"
-	rep, out, err := benchJSON(t, context.Background(), "-url", up.URL+"/v1", "-model", models, "-requests", "12", "-c", "6",
+	models := "ok,status,cut,partial,error-event,slow,stall"
+	rep, out, err := benchJSON(t, context.Background(), "-url", up.URL+"/v1", "-model", models, "-requests", "14", "-c", "7",
 		"-timeout", "300ms", "-H", "Authorization: Bearer sk-PLANTED")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	a := rep.Total
 	e := a.Errors
-	want := errorsJSON{Connect: 0, HTTPStatus: 2, StreamCut: 4, Timeout: 2, StreamError: 2, ByStatus: map[string]int64{"500": 2}}
+	want := errorsJSON{Connect: 0, HTTPStatus: 2, StreamCut: 4, Timeout: 4, StreamError: 2, ByStatus: map[string]int64{"500": 2}}
 	e.Messages, want.Messages = nil, nil
-	if fmt.Sprint(e) != fmt.Sprint(want) || a.Requests != (requests{Sent: 12, OK: 2, Failed: 10}) {
-		t.Errorf("errors %+v, requests %+v; want %+v, 2 ok of 12", e, a.Requests, want)
+	if fmt.Sprint(e) != fmt.Sprint(want) || a.Requests != (requests{Sent: 14, OK: 2, Failed: 12}) {
+		t.Errorf("errors %+v, requests %+v; want %+v, 2 ok of 14", e, a.Requests, want)
 	}
-	// Tokens before the failure count: ok 4, cut 3, partial 2, error-event 2; twice each.
-	if a.TTFT.Count != 8 || a.TokenEvents != 22 || a.ITL.Count != 22-8 {
+	// Tokens before the failure count: ok 4, cut 3, partial 2, error-event
+	// 2, stall 2; twice each.
+	if a.TTFT.Count != 10 || a.TokenEvents != 26 || a.ITL.Count != 26-10 {
 		t.Errorf("TTFT count %d, token events %d, ITL count %d", a.TTFT.Count, a.TokenEvents, a.ITL.Count)
 	}
 	if msg := a.Errors.Messages["http_status"]; !strings.Contains(msg, "500") || !strings.Contains(msg, "[redacted]") {
@@ -89,7 +96,7 @@ func TestErrorAccounting(t *testing.T) {
 	for _, m := range rep.PerModel {
 		perModel = append(perModel, fmt.Sprintf("%s:%d/%d", m.Model, m.Requests.OK, m.Requests.Sent))
 	}
-	if got := strings.Join(perModel, " "); got != "ok:2/2 status:0/2 cut:0/2 partial:0/2 error-event:0/2 slow:0/2" {
+	if got := strings.Join(perModel, " "); got != "ok:2/2 status:0/2 cut:0/2 partial:0/2 error-event:0/2 slow:0/2 stall:0/2" {
 		t.Errorf("per model %s", got)
 	}
 }

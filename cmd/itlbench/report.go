@@ -284,6 +284,10 @@ func (r *report) writeText(w io.Writer) error {
 			if !r.Stream && row.name != "duration" {
 				continue
 			}
+			if row.d.count == 0 {
+				fmt.Fprintf(tw, "%s\t0%s\t\n", row.name, strings.Repeat("\t-", 3+len(quantiles)))
+				continue
+			}
 			line := fmt.Sprintf("%s\t%d\t%s\t%s", row.name, row.d.count, fmtDuration(row.d.mean()), fmtDuration(row.d.min))
 			for _, q := range quantiles {
 				line += "\t" + fmtDuration(row.d.quantile(q.q))

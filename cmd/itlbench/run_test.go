@@ -194,6 +194,7 @@ type simServer struct {
 }
 
 type simRequest struct {
+	at     time.Time
 	header http.Header
 	body   map[string]any
 }
@@ -205,11 +206,12 @@ func newSimServer(t *testing.T, m llmsim.Model) *simServer {
 	s := &simServer{}
 	sim := llmsim.New().ServeAnyModel(m)
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		at := time.Now()
 		body, _ := io.ReadAll(r.Body)
 		var decoded map[string]any
 		_ = json.Unmarshal(body, &decoded)
 		s.mu.Lock()
-		s.requests = append(s.requests, simRequest{r.Header.Clone(), decoded})
+		s.requests = append(s.requests, simRequest{at, r.Header.Clone(), decoded})
 		s.mu.Unlock()
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		sim.ServeHTTP(w, r)
@@ -324,6 +326,23 @@ func TestRateLimit(t *testing.T) {
 	// Turns at 0, 25ms, ... 475ms: 20, fewer only if the machine slips.
 	if n := rep.Total.Requests.Sent; n < 17 || n > 20 {
 		t.Errorf("%d requests at 40/s for 0.5s; want 20", n)
+	}
+}
+
+// TestRamp: -ramp starts the workers evenly over its time.
+func TestRamp(t *testing.T) {
+	// Each request lasts long enough that every worker sends one.
+	up := newSimServer(t, simModel(500*time.Millisecond))
+	if _, out, err := benchJSON(t, context.Background(), "-url", up.URL+"/v1", "-model", "m", "-c", "4", "-requests", "4",
+		"-ramp", "400ms", "-max-tokens", "1"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	// Starts at 0, 100, 200 and 300ms.
+	rs := up.requests
+	if len(rs) != 4 || rs[3].at.Sub(rs[0].at) < 250*time.Millisecond || rs[1].at.Sub(rs[0].at) < 50*time.Millisecond {
+		t.Errorf("%d requests over %v; want 4, 100ms apart", len(rs), rs[len(rs)-1].at.Sub(rs[0].at))
 	}
 }
 
