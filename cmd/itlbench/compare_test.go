@@ -147,3 +147,41 @@ func TestCompareWithRealItlproxy(t *testing.T) {
 	}
 	t.Logf("\n%s", text.String())
 }
+
+// TestProxyHistogramArithmetic: the delta between scrapes, the
+// histogram_quantile estimate, and the client's samples in the proxy's
+// buckets.
+func TestProxyHistogramArithmetic(t *testing.T) {
+	bounds := []float64{0.01, 0.02, 0.05}
+	before := promHist{count: 10, sum: 0.1, bounds: bounds, cumulative: []uint64{10, 10, 10}}
+	after := promHist{count: 30, sum: 0.5, bounds: bounds, cumulative: []uint64{10, 20, 30}}
+	d, err := after.minus(before)
+	if err != nil || d.count != 20 || math.Abs(d.sum-0.4) > 1e-12 || fmt.Sprint(d.cumulative) != "[0 10 20]" {
+		t.Fatalf("delta %+v, %v", d, err)
+	}
+	// Rank 10 of 20 closes the (0.01, 0.02] bucket; rank 15 is half-way
+	// through (0.02, 0.05].
+	for q, want := range map[float64]float64{0.5: 0.02, 0.75: 0.035} {
+		if got, ok := d.quantile(q); !ok || math.Abs(got-want) > 1e-12 {
+			t.Errorf("q%v = %v, %v; want %v", q, got, ok, want)
+		}
+	}
+	over := promHist{count: 2, bounds: bounds, cumulative: []uint64{1, 1, 1}}
+	if _, ok := over.quantile(0.99); ok {
+		t.Error("a quantile in the +Inf bucket was estimated")
+	}
+	if _, err := before.minus(after); err == nil {
+		t.Error("counts going down were not refused")
+	}
+
+	var h histogram
+	for range 10 {
+		h.record(time.Millisecond)
+		h.record(15 * time.Millisecond)
+		h.record(time.Second)
+	}
+	in := h.snapshot().inBuckets(bounds)
+	if in.count != 30 || fmt.Sprint(in.cumulative) != "[10 20 20]" {
+		t.Errorf("client in proxy buckets: count %d, cumulative %v; want 30, [10 20 20]", in.count, in.cumulative)
+	}
+}

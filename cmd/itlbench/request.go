@@ -97,7 +97,7 @@ func (w *worker) do(ctx context.Context, m int) {
 	w.s = streamState{st: st, usage: -1, start: time.Now()}
 	resp, err := b.client.Do(req)
 	if err != nil {
-		w.failed(ctx, errConnect, 0, err)
+		w.failed(ctx, errConnect, err)
 		return
 	}
 	defer resp.Body.Close()
@@ -148,7 +148,7 @@ func (w *worker) readStream(ctx context.Context, body io.Reader) {
 	case err == io.EOF:
 		s.st.fail(errStreamCut, 0, "the body ended inside an event")
 	default:
-		w.failed(ctx, errStreamCut, 0, err)
+		w.failed(ctx, errStreamCut, err)
 	}
 }
 
@@ -203,7 +203,7 @@ func (s *streamState) tpot() (time.Duration, bool) {
 func (w *worker) readWhole(ctx context.Context, body io.Reader) {
 	data, err := io.ReadAll(io.LimitReader(body, maxBodyBytes))
 	if err != nil {
-		w.failed(ctx, errStreamCut, 0, err)
+		w.failed(ctx, errStreamCut, err)
 		return
 	}
 	_, _ = io.Copy(io.Discard, body) // past the bound: read, not kept
@@ -230,7 +230,7 @@ func (w *worker) succeeded() {
 
 // failed counts a request that ended with err: canceled when the run was
 // stopped, a timeout when -timeout ran out, else kind.
-func (w *worker) failed(ctx context.Context, kind errKind, code int, err error) {
+func (w *worker) failed(ctx context.Context, kind errKind, err error) {
 	switch {
 	case ctx.Err() != nil:
 		w.s.st.canceled.Add(1)
@@ -238,7 +238,7 @@ func (w *worker) failed(ctx context.Context, kind errKind, code int, err error) 
 	case errors.Is(err, context.DeadlineExceeded):
 		kind = errTimeout
 	}
-	w.s.st.fail(kind, code, w.b.redact(err.Error()))
+	w.s.st.fail(kind, 0, w.b.redact(err.Error()))
 }
 
 // redact hides every extra header's value (credentials) in a message
