@@ -3,4 +3,4 @@
 package main
 
 // raiseFileLimit does nothing where the limit is not a setrlimit one.
-func raiseFileLimit(uint64) error { return nil }
+func raiseFileLimit(uint64) (string, error) { return "", nil }

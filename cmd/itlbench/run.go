@@ -35,8 +35,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	// Each stream holds a connection: a socket each, and a few more
 	// descriptors for the process itself.
-	if err := raiseFileLimit(uint64(cfg.concurrency) + 64); err != nil {
+	switch raised, err := raiseFileLimit(uint64(cfg.concurrency) + 64); {
+	case err != nil:
 		fmt.Fprintln(stderr, "itlbench: warning:", err)
+	case raised != "":
+		fmt.Fprintln(stderr, "itlbench:", raised)
 	}
 	b, err := newBench(cfg)
 	if err != nil {
