@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"sync/atomic"
@@ -81,29 +80,25 @@ func (m *streamMeter) stop(err error) {
 var doneData = []byte("[DONE]")
 
 func (m *streamMeter) handleEvent(ev sseEvent) {
+	e := classify(ev)
 	switch {
-	case ev.Oversized:
+	case e.Oversized:
 		m.ex.rec.ParseFailure(m.ex.labels, metrics.ParseEventTooLarge)
 		return
-	case bytes.Equal(ev.Data, doneData):
-		m.done = true
-		return
-	case string(ev.Type) == "error":
-		m.errorEvent = true
-		return
-	}
-	c, ok := parseChunk(ev.Data)
-	if !ok {
+	case e.Invalid:
 		m.ex.rec.ParseFailure(m.ex.labels, metrics.ParseInvalidJSON)
 		return
+	case e.Done:
+		m.done = true
+		return
 	}
-	if c.hasUsage {
-		m.usage = c.usage
+	if e.HasUsage {
+		m.usage = usage{input: e.InputTokens, output: e.OutputTokens}
 	}
-	if c.failed {
+	if e.Failed {
 		m.errorEvent = true
 	}
-	if c.token {
+	if e.Token {
 		m.token()
 	}
 }

@@ -292,7 +292,8 @@ func TestRulesInRealPrometheus(t *testing.T) {
 		{`itlproxy_slo_objective_seconds{model="slow-model",slo="itl"} == 0.06`, true},
 		{`itlproxy_slo_objective_seconds{model="_other",slo="itl"} == 0.2`, true},
 		{`model_slo:itlproxy_slo_breaches:ratio_rate5m{model="slow-model",slo="itl"} > 0.9`, true},
-		{`model_slo:itlproxy_slo_breaches:ratio_rate5m{model="fast-model",slo="itl"} == 0`, true},
+		// A fast gap rarely passes 60ms, but a busy machine can delay one.
+		{`model_slo:itlproxy_slo_breaches:ratio_rate5m{model="fast-model",slo="itl"} < 0.02`, true},
 	} {
 		if got := len(prom.query(c.expr)) > 0; got != c.want {
 			t.Errorf("%s: got a result %v, want %v", c.expr, got, c.want)

@@ -27,6 +27,10 @@ type Model struct {
 	// SpikeProb is the chance that a gap is a stall of Spike instead.
 	SpikeProb float64
 	Spike     time.Duration
+	// Length, when positive, is where every completion ends on its own
+	// (finish_reason "stop"), as a model that emits its end token there,
+	// unless the request's max_tokens ends it sooner.
+	Length int
 }
 
 // DefaultMaxTokens is the completion length when a request sets none.
@@ -34,9 +38,10 @@ const DefaultMaxTokens = 128
 
 // Server serves the simulated models.
 type Server struct {
-	models map[string]Model
-	names  []string
-	ids    atomic.Uint64
+	models   map[string]Model
+	names    []string
+	fallback *Model
+	ids      atomic.Uint64
 }
 
 // New returns a server for models.
@@ -46,6 +51,14 @@ func New(models ...Model) *Server {
 		s.models[m.Name] = m
 		s.names = append(s.names, m.Name)
 	}
+	return s
+}
+
+// ServeAnyModel makes s serve requests for models it does not know with
+// m's profile, under the name the request gave, instead of answering 404.
+// It returns s.
+func (s *Server) ServeAnyModel(m Model) *Server {
+	s.fallback = &m
 	return s
 }
 
@@ -109,6 +122,7 @@ type completion struct {
 	created int64
 	tokens  int
 	prompt  int
+	finish  string // the JSON of the last token's finish_reason
 }
 
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
@@ -120,6 +134,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		return
 	}
 	m, ok := s.models[req.Model]
+	if !ok && s.fallback != nil {
+		m, ok = *s.fallback, true
+		m.Name = req.Model
+	}
 	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", req.Model))
 		return
@@ -139,6 +157,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 		c.tokens = *req.MaxTokens
 	}
 	c.tokens = max(1, c.tokens)
+	finish := `"length"`
+	if m.Length > 0 && m.Length <= c.tokens {
+		c.tokens, finish = m.Length, `"stop"`
+	}
+	c.finish = finish
 	if req.Stream {
 		c.stream(w, r, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
 	} else {
@@ -208,7 +231,7 @@ func (c *completion) stream(w http.ResponseWriter, r *http.Request, includeUsage
 		word := words[i%len(words)]
 		finish := "null"
 		if i == c.tokens-1 {
-			finish = `"length"`
+			finish = c.finish
 		}
 		buf = c.appendChunk(buf[:0], word, "", finish)
 		if !send() {
@@ -312,7 +335,9 @@ func (c *completion) whole(w http.ResponseWriter, r *http.Request) {
 		buf = append(buf, `"text":`...)
 		buf = strconv.AppendQuote(buf, string(text))
 	}
-	buf = append(buf, `,"logprobs":null,"finish_reason":"length"}],`...)
+	buf = append(buf, `,"logprobs":null,"finish_reason":`...)
+	buf = append(buf, c.finish...)
+	buf = append(buf, `}],`...)
 	buf = c.appendUsage(buf)
 	buf = append(buf, "}\n"...)
 	w.Header().Set("Content-Type", "application/json")

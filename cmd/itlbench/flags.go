@@ -1,0 +1,290 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// usageError is a command line itlbench refuses: exit status 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string {
+	return e.err.Error() + "\nrun 'itlbench -h' for usage"
+}
+
+func (e *usageError) Unwrap() error { return e.err }
+
+// config is a load run's command line, checked.
+type config struct {
+	base     *url.URL // the API's base URL, e.g. http://127.0.0.1:8080/v1
+	target   string   // base + the endpoint's path
+	endpoint string   // "chat" or "completions"
+	models   []weighted
+
+	prompt       string
+	maxTokens    int
+	stream       bool
+	includeUsage bool
+	extraBody    map[string]any
+
+	concurrency int
+	duration    time.Duration
+	ramp        time.Duration
+	warmup      int
+	requests    int64
+	rate        float64
+	timeout     time.Duration
+	insecure    bool
+
+	header        http.Header // extra headers, values never printed
+	sessionHeader string
+	turns         int
+
+	jsonOut    bool
+	progress   string // auto, always, never
+	compareURL string
+}
+
+// weighted is a model and its share of the requests.
+type weighted struct {
+	Name   string `json:"name"`
+	Weight int    `json:"weight"`
+}
+
+const maxWeight = 1000
+
+const loadUsageHead = `itlbench drives streaming requests at an OpenAI-compatible server and
+measures, on the client's clock, time to first token (TTFT), every gap
+between token-bearing events (ITL) and time per output token (TPOT).
+
+usage:
+  itlbench [flags]             run a load and report
+  itlbench upstream [flags]    serve a simulated upstream with fixed timing
+                               (itlbench upstream -h)
+
+Flags take one dash or two (-c 10, --c=10) and come before any argument.
+
+`
+
+const loadUsageTail = `
+What is measured (the definitions are itlproxy's, DESIGN.md):
+  A token-bearing event is an SSE event whose chunk carries output: a
+  choices[].delta with non-empty content, reasoning_content/reasoning,
+  refusal or tool-call name/arguments, or a non-empty choices[].text. Each is
+  stamped when the read that completes it (its terminating blank line)
+  returns, before any JSON decoding; events completed by one read share a
+  stamp. TTFT runs from just before the request is sent (connection set-up
+  included) to the first token-bearing event; ITL is one sample per gap
+  between consecutive token-bearing events; TPOT = (last - first) / (N - 1)
+  per stream, N = usage.completion_tokens when reported, else the events.
+  TTFT and ITL count every token event received, also in streams that later
+  fail; request duration counts successful requests only.
+  Percentiles come from a log-linear (HDR-style) histogram: within 0.4% of
+  the exact value, exact below 256ns; means, min, max, counts are exact.
+  Memory does not grow with the number of samples.
+
+The run stops starting requests after -duration or -requests (whichever
+comes first); requests in flight then finish, bounded by -timeout. Ctrl-C
+stops at once and reports what was measured. The open-file limit is raised
+to what -c needs when the process may (it warns otherwise).
+
+Examples:
+  itlbench -url http://127.0.0.1:8080/v1 -model llama -c 64 -duration 30s
+  itlbench -c 200 -rate 20 -requests 1000 -H 'Authorization: Bearer '$KEY
+  itlbench -model a=3,b=1 -turns 4 -json > run.json
+  itlbench -url http://127.0.0.1:8080/v1 -compare-metrics http://127.0.0.1:9090/metrics
+`
+
+// headerFlag collects repeated -H flags.
+type headerFlag struct{ h http.Header }
+
+func (f headerFlag) String() string { return "" }
+
+func (f headerFlag) Set(v string) error {
+	name, value, ok := strings.Cut(v, ":")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" || strings.ContainsAny(name, " \t\r\n") {
+		return errors.New(`want "Name: value"`)
+	}
+	f.h.Add(name, strings.TrimSpace(value))
+	return nil
+}
+
+// parseLoadFlags reads a load run's command line. help is true when it
+// asked for the usage, which is then written to stdout.
+func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err error) {
+	fs := flag.NewFlagSet("itlbench", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	base := fs.String("url", "http://127.0.0.1:8080/v1", "base `URL` of the OpenAI-compatible API; the endpoint's path is appended")
+	endpoint := fs.String("endpoint", "chat", "`API`: chat (/chat/completions) or completions (/completions)")
+	models := fs.String("model", "", "model(s), comma-separated, each optionally weighted `name=W` (W 1-1000; round-robin\nby weight); empty: the first model GET <url>/models lists")
+	fs.StringVar(&cfg.prompt, "prompt", "Write a long story about a lighthouse keeper.", "the prompt `text` (chat: one user message)")
+	promptFile := fs.String("prompt-file", "", "read the prompt from `file` instead")
+	fs.IntVar(&cfg.maxTokens, "max-tokens", 128, "max_tokens of each request; 0 leaves it out")
+	fs.BoolVar(&cfg.stream, "stream", true, "request streaming responses; -stream=false measures whole responses")
+	fs.BoolVar(&cfg.includeUsage, "include-usage", true, "ask for stream_options.include_usage (token counts from usage)")
+	body := fs.String("body", "", "a JSON `object` merged into every request body, e.g. '{\"ignore_eos\":true}'")
+	fs.IntVar(&cfg.concurrency, "c", 10, "concurrent requests (closed loop: each starts when one ends)")
+	fs.DurationVar(&cfg.duration, "duration", 0, "how long to start requests (default 10s unless -requests is set)")
+	fs.Int64Var(&cfg.requests, "requests", 0, "how many requests to send; 0: no limit")
+	fs.IntVar(&cfg.warmup, "warmup", 0, "requests sent (c at a time) before the measured run and left out of it; their\nconnections stay open for it, so its TTFT then excludes connection set-up")
+	fs.DurationVar(&cfg.ramp, "ramp", 0, "start the workers (of the warm-up, then of the run) evenly over this time instead\nof at once: thousands of connections opened at once can overflow the server's\naccept queue")
+	fs.Float64Var(&cfg.rate, "rate", 0, "at most this many requests started per second, evenly spaced; 0: no limit")
+	fs.DurationVar(&cfg.timeout, "timeout", 5*time.Minute, "limit on each request, response and stream included; 0: none")
+	fs.BoolVar(&cfg.insecure, "insecure", false, "do not verify the server's TLS certificate")
+	cfg.header = http.Header{}
+	fs.Var(headerFlag{cfg.header}, "H", "extra request header `Name: value`, repeatable (values are never printed)")
+	fs.StringVar(&cfg.sessionHeader, "session-header", "X-Session-Id", "header `name` carrying the session id when -turns is set")
+	fs.IntVar(&cfg.turns, "turns", 0, "requests per session: each worker sends this many requests in a row with\none session id and model, then starts a new session; 0: no sessions")
+	fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON on stdout")
+	fs.StringVar(&cfg.progress, "progress", "auto", "live progress line on stderr, `when`: auto (when stderr is a terminal), always, never")
+	fs.StringVar(&cfg.compareURL, "compare-metrics", "", "itlproxy's /metrics `URL`: scrape before and after the run and compare its TTFT,\nITL and TPOT with the client's")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			writeUsage(stdout, fs, loadUsageHead, loadUsageTail)
+			return cfg, true, nil
+		}
+		return cfg, false, &usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return cfg, false, &usageError{fmt.Errorf("unexpected argument %q (flags come first; the target is -url)", fs.Arg(0))}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	cfg.base, err = url.Parse(strings.TrimSuffix(*base, "/"))
+	if err != nil || (cfg.base.Scheme != "http" && cfg.base.Scheme != "https") || cfg.base.Host == "" {
+		bad("-url %q: want an http or https URL with a host", *base)
+	}
+	switch *endpoint {
+	case "chat":
+		cfg.endpoint = "chat"
+	case "completions":
+		cfg.endpoint = "completions"
+	default:
+		bad("-endpoint %q: want chat or completions", *endpoint)
+	}
+	if cfg.base != nil {
+		cfg.target = cfg.base.String() + endpointPath[cfg.endpoint]
+	}
+	if cfg.models, err = parseModels(*models); err != nil {
+		bad("-model: %v", err)
+	}
+	if *promptFile != "" {
+		if set["prompt"] {
+			bad("-prompt and -prompt-file: give one")
+		}
+		b, err := os.ReadFile(*promptFile)
+		if err != nil {
+			bad("-prompt-file: %v", err)
+		}
+		cfg.prompt = string(b)
+	}
+	if cfg.maxTokens < 0 {
+		bad("-max-tokens %d: want 0 or more", cfg.maxTokens)
+	}
+	if *body != "" {
+		if err := json.Unmarshal([]byte(*body), &cfg.extraBody); err != nil || cfg.extraBody == nil {
+			bad("-body: want a JSON object")
+		}
+	}
+	if cfg.concurrency < 1 {
+		bad("-c %d: want at least 1", cfg.concurrency)
+	}
+	if cfg.duration < 0 || set["duration"] && cfg.duration == 0 {
+		bad("-duration %v: want a positive duration", cfg.duration)
+	}
+	if cfg.warmup < 0 {
+		bad("-warmup %d: want 0 or more", cfg.warmup)
+	}
+	if cfg.ramp < 0 {
+		bad("-ramp %v: want 0 or more", cfg.ramp)
+	}
+	if cfg.requests < 0 {
+		bad("-requests %d: want 0 or more", cfg.requests)
+	}
+	if !set["duration"] && cfg.requests == 0 {
+		cfg.duration = 10 * time.Second
+	}
+	if cfg.rate < 0 || cfg.rate > 1e6 {
+		bad("-rate %v: want 0 to 1e6 requests per second", cfg.rate)
+	}
+	if cfg.timeout < 0 {
+		bad("-timeout %v: want 0 or more", cfg.timeout)
+	}
+	if cfg.turns < 0 {
+		bad("-turns %d: want 0 or more", cfg.turns)
+	}
+	if cfg.turns > 0 && strings.TrimSpace(cfg.sessionHeader) == "" {
+		bad("-session-header: want a header name")
+	}
+	switch cfg.progress {
+	case "auto", "always", "never":
+	default:
+		bad("-progress %q: want auto, always or never", cfg.progress)
+	}
+	if cfg.compareURL != "" {
+		if u, err := url.Parse(cfg.compareURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("-compare-metrics %q: want the http URL of itlproxy's /metrics", cfg.compareURL)
+		}
+		if !cfg.stream {
+			bad("-compare-metrics compares streams: it needs -stream")
+		}
+	}
+	if len(errs) > 0 {
+		return cfg, false, &usageError{errors.Join(errs...)}
+	}
+	return cfg, false, nil
+}
+
+var endpointPath = map[string]string{"chat": "/chat/completions", "completions": "/completions"}
+
+// parseModels reads "a,b=3,c".
+func parseModels(s string) ([]weighted, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []weighted
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		name, w, hasWeight := strings.Cut(strings.TrimSpace(part), "=")
+		m := weighted{Name: strings.TrimSpace(name), Weight: 1}
+		if hasWeight {
+			n, err := strconv.Atoi(strings.TrimSpace(w))
+			if err != nil || n < 1 || n > maxWeight {
+				return nil, fmt.Errorf("%q: the weight must be a whole number from 1 to %d", part, maxWeight)
+			}
+			m.Weight = n
+		}
+		if m.Name == "" {
+			return nil, fmt.Errorf("%q: empty model name", s)
+		}
+		if seen[m.Name] {
+			return nil, fmt.Errorf("%q named twice", m.Name)
+		}
+		seen[m.Name] = true
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// writeUsage writes head, every flag with its default, and tail.
+func writeUsage(w io.Writer, fs *flag.FlagSet, head, tail string) {
+	fs.SetOutput(w)
+	_, _ = io.WriteString(w, head+"Flags:\n")
+	fs.PrintDefaults()
+	_, _ = io.WriteString(w, tail)
+	fs.SetOutput(io.Discard)
+}

@@ -1,0 +1,33 @@
+// Command itlbench is a load generator for OpenAI-compatible LLM servers
+// that measures, on the client's clock, what wrk, hey or vegeta cannot:
+// time to first token, every gap between streamed tokens, and time per
+// output token. It can also compare its numbers with itlproxy's /metrics,
+// and serve a simulated upstream with fixed timing for benchmarks.
+// `itlbench -h` documents it.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	// The first signal stops the run and prints the report; a second one
+	// kills the process the default way.
+	context.AfterFunc(ctx, stop)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "itlbench:", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// percentileMethod says how the reported percentiles were computed.
+var percentileMethod = fmt.Sprintf("nearest rank over a log-linear histogram (%d buckets per power of two of nanoseconds): within %.2f%% of the exact sample, exact below 256ns; count, sum, mean, min and max exact",
+	subBuckets, 100*quantileError)
+
+// quantiles are the reported percentiles.
+var quantiles = []struct {
+	name string
+	q    float64
+}{{"p50", 0.5}, {"p90", 0.9}, {"p99", 0.99}, {"p99.9", 0.999}}
+
+// report is the run's outcome, as --json prints it.
+type report struct {
+	SchemaVersion    int           `json:"schema_version"`
+	Target           string        `json:"target"`
+	Endpoint         string        `json:"endpoint"`
+	Stream           bool          `json:"stream"`
+	IncludeUsage     bool          `json:"include_usage"`
+	Concurrency      int           `json:"concurrency"`
+	Rate             float64       `json:"rate"`
+	DurationSeconds  float64       `json:"duration_seconds"`
+	MaxRequests      int64         `json:"max_requests"`
+	MaxTokens        int           `json:"max_tokens"`
+	Models           []weighted    `json:"models"`
+	Headers          []string      `json:"headers"`
+	SessionHeader    string        `json:"session_header,omitempty"`
+	Turns            int           `json:"turns"`
+	Started          time.Time     `json:"started"`
+	ElapsedSeconds   float64       `json:"elapsed_seconds"`
+	PercentileMethod string        `json:"percentile_method"`
+	Total            resultJSON    `json:"total"`
+	PerModel         []resultJSON  `json:"per_model"`
+	Compare          *comparison   `json:"compare,omitempty"`
+	CompareError     string        `json:"compare_error,omitempty"`
+	compareErr       error         // shown in the text report
+	results          []result      // per model, for the text report
+	all              result        // merged
+	elapsed          time.Duration // start to the end of the last request
+}
+
+// resultJSON is one model's (or every model's) numbers. Durations are in
+// seconds; a distribution without samples is all zeros.
+type resultJSON struct {
+	Model                 string     `json:"model"`
+	Requests              requests   `json:"requests"`
+	RequestsPerSecond     float64    `json:"requests_per_second"`
+	OutputTokens          int64      `json:"output_tokens"`
+	OutputTokensPerSecond float64    `json:"output_tokens_per_second"`
+	TokensFrom            string     `json:"tokens_from"` // usage, events, mixed, none
+	TokenEvents           int64      `json:"token_events"`
+	InvalidEvents         int64      `json:"invalid_events"`
+	TTFT                  distJSON   `json:"ttft"`
+	ITL                   distJSON   `json:"itl"`
+	TPOT                  distJSON   `json:"tpot"`
+	Duration              distJSON   `json:"duration"`
+	Errors                errorsJSON `json:"errors"`
+}
+
+type requests struct {
+	Sent     int64 `json:"sent"`
+	OK       int64 `json:"ok"`
+	Failed   int64 `json:"failed"`
+	Canceled int64 `json:"canceled"`
+}
+
+type distJSON struct {
+	Count uint64  `json:"count"`
+	Sum   float64 `json:"sum"`
+	Mean  float64 `json:"mean"`
+	Min   float64 `json:"min"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	P999  float64 `json:"p99_9"`
+	Max   float64 `json:"max"`
+}
+
+type errorsJSON struct {
+	Connect     int64             `json:"connect"`
+	HTTPStatus  int64             `json:"http_status"`
+	StreamCut   int64             `json:"stream_cut"`
+	Timeout     int64             `json:"timeout"`
+	StreamError int64             `json:"stream_error"`
+	ByStatus    map[string]int64  `json:"by_status"`
+	Messages    map[string]string `json:"messages"` // a first message of each kind seen
+}
+
+func newReport(b *bench, elapsed time.Duration) *report {
+	cfg := b.cfg
+	r := &report{
+		SchemaVersion:    1,
+		Target:           redactedURL(cfg.target),
+		Endpoint:         endpointLabel(cfg.endpoint),
+		Stream:           cfg.stream,
+		IncludeUsage:     cfg.stream && cfg.includeUsage,
+		Concurrency:      cfg.concurrency,
+		Rate:             cfg.rate,
+		DurationSeconds:  cfg.duration.Seconds(),
+		MaxRequests:      cfg.requests,
+		MaxTokens:        cfg.maxTokens,
+		Models:           cfg.models,
+		Headers:          slices.Sorted(maps.Keys(cfg.header)),
+		Turns:            cfg.turns,
+		Started:          b.start.UTC(),
+		ElapsedSeconds:   elapsed.Seconds(),
+		PercentileMethod: percentileMethod,
+		elapsed:          elapsed,
+	}
+	if cfg.turns > 0 {
+		r.SessionHeader = cfg.sessionHeader
+	}
+	if r.Headers == nil {
+		r.Headers = []string{}
+	}
+	for _, s := range b.stats {
+		res := s.result()
+		r.results = append(r.results, res)
+		r.PerModel = append(r.PerModel, res.json(elapsed))
+	}
+	r.all = total(r.results)
+	r.Total = r.all.json(elapsed)
+	return r
+}
+
+// endpointLabel is the endpoint as itlproxy labels it.
+func endpointLabel(endpoint string) string {
+	if endpoint == "chat" {
+		return "chat_completions"
+	}
+	return "completions"
+}
+
+func perSecond(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+func (r result) tokensFrom() string {
+	done := r.sent - r.canceled - r.errs[errConnect] - r.errs[errStatus]
+	switch {
+	case r.outputTokens == 0 && r.withUsage == 0:
+		return "none"
+	case r.withUsage == 0:
+		return "events"
+	case r.withUsage >= done:
+		return "usage"
+	}
+	return "mixed"
+}
+
+func (r result) json(elapsed time.Duration) resultJSON {
+	out := resultJSON{
+		Model:                 r.model,
+		Requests:              requests{Sent: r.sent, OK: r.ok, Failed: r.failed(), Canceled: r.canceled},
+		RequestsPerSecond:     perSecond(r.ok, elapsed),
+		OutputTokens:          r.outputTokens,
+		OutputTokensPerSecond: perSecond(r.outputTokens, elapsed),
+		TokensFrom:            r.tokensFrom(),
+		TokenEvents:           r.tokenEvents,
+		InvalidEvents:         r.invalidEvents,
+		TTFT:                  r.ttft.json(),
+		ITL:                   r.itl.json(),
+		TPOT:                  r.tpot.json(),
+		Duration:              r.duration.json(),
+		Errors: errorsJSON{
+			Connect:     r.errs[errConnect],
+			HTTPStatus:  r.errs[errStatus],
+			StreamCut:   r.errs[errStreamCut],
+			Timeout:     r.errs[errTimeout],
+			StreamError: r.errs[errStreamError],
+			ByStatus:    map[string]int64{},
+			Messages:    r.firstErr,
+		},
+	}
+	for c, n := range r.statusCodes {
+		out.Errors.ByStatus[strconv.Itoa(c)] = n
+	}
+	if out.Errors.Messages == nil {
+		out.Errors.Messages = map[string]string{}
+	}
+	return out
+}
+
+func (d dist) json() distJSON {
+	return distJSON{
+		Count: d.count,
+		Sum:   d.sum.Seconds(),
+		Mean:  d.mean().Seconds(),
+		Min:   d.min.Seconds(),
+		P50:   d.quantile(0.5).Seconds(),
+		P90:   d.quantile(0.9).Seconds(),
+		P99:   d.quantile(0.99).Seconds(),
+		P999:  d.quantile(0.999).Seconds(),
+		Max:   d.max.Seconds(),
+	}
+}
+
+func (r *report) writeJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// writeText prints the human report.
+func (r *report) writeText(w io.Writer) error {
+	a := r.all
+	mode := "streaming"
+	if !r.Stream {
+		mode = "not streaming"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "itlbench: %d requests to %s in %s (concurrency %d, %s", a.sent, r.Target, fmtDuration(r.elapsed), r.Concurrency, mode)
+	if r.Rate > 0 {
+		fmt.Fprintf(&b, ", at most %g/s", r.Rate)
+	}
+	if r.Turns > 0 {
+		fmt.Fprintf(&b, ", %d turns per session", r.Turns)
+	}
+	b.WriteString(")\n")
+	fmt.Fprintf(&b, "requests  ok %d, failed %d, canceled %d: %.1f requests/s\n", a.ok, a.failed(), a.canceled, perSecond(a.ok, r.elapsed))
+	fmt.Fprintf(&b, "tokens    %d output tokens (from %s), %d token events: %.1f tokens/s\n",
+		a.outputTokens, a.tokensFrom(), a.tokenEvents, perSecond(a.outputTokens, r.elapsed))
+	if a.failed() > 0 {
+		b.WriteString("errors   ")
+		for k, name := range errKindNames {
+			fmt.Fprintf(&b, " %s %d", name, a.errs[k])
+			if errKind(k) == errStatus && len(a.statusCodes) > 0 {
+				var codes []string
+				for _, c := range slices.Sorted(maps.Keys(a.statusCodes)) {
+					codes = append(codes, fmt.Sprintf("%d×%d", c, a.statusCodes[c]))
+				}
+				fmt.Fprintf(&b, " (%s)", strings.Join(codes, " "))
+			}
+			if k < len(errKindNames)-1 {
+				b.WriteByte(',')
+			}
+		}
+		b.WriteByte('\n')
+		for _, k := range slices.Sorted(maps.Keys(a.firstErr)) {
+			fmt.Fprintf(&b, "  first %s: %s\n", k, a.firstErr[k])
+		}
+	}
+	if a.invalidEvents > 0 {
+		fmt.Fprintf(&b, "warning   %d events or bodies could not be read (not JSON, or over %d bytes)\n", a.invalidEvents, maxEventBytes)
+	}
+	b.WriteByte('\n')
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	sets := []result{a}
+	if len(r.results) > 1 {
+		sets = append(sets, r.results...)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	header := "\tcount\tmean\tmin"
+	for _, q := range quantiles {
+		header += "\t" + q.name
+	}
+	fmt.Fprintln(tw, header+"\tmax\t")
+	for _, res := range sets {
+		if len(sets) > 1 {
+			fmt.Fprintf(tw, "%s:\t\t\t\t\t\t\t\t\t\n", res.model)
+		}
+		rows := []struct {
+			name string
+			d    dist
+		}{{"TTFT", res.ttft}, {"ITL", res.itl}, {"TPOT", res.tpot}, {"duration", res.duration}}
+		for _, row := range rows {
+			if !r.Stream && row.name != "duration" {
+				continue
+			}
+			if row.d.count == 0 {
+				fmt.Fprintf(tw, "%s\t0%s\t\n", row.name, strings.Repeat("\t-", 3+len(quantiles)))
+				continue
+			}
+			line := fmt.Sprintf("%s\t%d\t%s\t%s", row.name, row.d.count, fmtDuration(row.d.mean()), fmtDuration(row.d.min))
+			for _, q := range quantiles {
+				line += "\t" + fmtDuration(row.d.quantile(q.q))
+			}
+			fmt.Fprintln(tw, line+"\t"+fmtDuration(row.d.max)+"\t")
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\npercentiles: %s.\n", percentileMethod)
+	if err != nil {
+		return err
+	}
+	if r.Compare != nil {
+		return r.Compare.writeText(w)
+	}
+	if r.compareErr != nil {
+		_, err = fmt.Fprintf(w, "\ncompare-metrics: %v\n", r.compareErr)
+	}
+	return err
+}
+
+// fmtDuration prints d with four significant digits, in a unit that
+// keeps it readable.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "0"
+	case d < time.Microsecond:
+		return d.String()
+	case d < time.Millisecond:
+		return strconv.FormatFloat(float64(d)/1e3, 'f', digits(float64(d)/1e3), 64) + "µs"
+	case d < time.Second:
+		return strconv.FormatFloat(float64(d)/1e6, 'f', digits(float64(d)/1e6), 64) + "ms"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', digits(d.Seconds()), 64) + "s"
+}
+
+// digits is how many decimals leave four significant digits of v >= 1.
+func digits(v float64) int {
+	switch {
+	case v >= 1000:
+		return 0
+	case v >= 100:
+		return 1
+	case v >= 10:
+		return 2
+	}
+	return 3
+}

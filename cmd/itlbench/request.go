@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/itlproxy/itlproxy/proxy"
+)
+
+const (
+	// readBufferBytes is each worker's read buffer: reads return what has
+	// arrived, up to this, so events that arrive together share a stamp.
+	readBufferBytes = 4 << 10
+	// maxEventBytes bounds one buffered SSE event, as itlproxy's default
+	// ITLPROXY_MAX_EVENT_BYTES does; larger events are counted invalid.
+	maxEventBytes = 1 << 20
+	// maxBodyBytes bounds a non-streamed response body read for its usage.
+	maxBodyBytes = 16 << 20
+)
+
+// worker sends one request at a time, on its own goroutine: the only
+// goroutine a stream costs itlbench (the transport adds its own per
+// connection). Its buffer and scanner are reused from request to request.
+type worker struct {
+	b    *bench
+	buf  []byte
+	scan *proxy.StreamScanner
+	s    streamState
+
+	session   string // the current session's id, "" without -turns
+	model     int    // the current session's model
+	turnsLeft int
+}
+
+// streamState is what a worker knows of the request in flight.
+type streamState struct {
+	st          *modelStats
+	start       time.Time // just before the request was sent
+	now         time.Time // when the read being scanned returned
+	first, last time.Time // the first and last token-bearing events
+	events      int64
+	usage       int64 // usage.completion_tokens, -1 until reported
+	done        bool  // [DONE] was read
+	failed      bool  // an error was reported in the stream
+}
+
+func newWorker(b *bench) *worker {
+	w := &worker{b: b, buf: make([]byte, readBufferBytes)}
+	w.scan = proxy.NewStreamScanner(maxEventBytes, w.event)
+	return w
+}
+
+// next picks the model of the next request, and its session.
+func (w *worker) next() int {
+	turns := w.b.cfg.turns
+	if turns == 0 {
+		return w.b.pick()
+	}
+	if w.turnsLeft == 0 {
+		w.model = w.b.pick()
+		w.session = fmt.Sprintf("itlbench-%s-%d", w.b.runID, w.b.sessions.Add(1))
+		w.turnsLeft = turns
+	}
+	w.turnsLeft--
+	return w.model
+}
+
+// do sends one request to model m and measures it.
+func (w *worker) do(ctx context.Context, m int) {
+	b := w.b
+	st := b.stats[m]
+	st.sent.Add(1)
+	b.inFlight.Add(1)
+	defer b.inFlight.Add(-1)
+
+	reqCtx, cancel := ctx, context.CancelFunc(func() {})
+	if b.cfg.timeout > 0 {
+		reqCtx, cancel = context.WithTimeout(ctx, b.cfg.timeout)
+	}
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, b.cfg.target, bytes.NewReader(b.bodies[m]))
+	if err != nil {
+		st.fail(errConnect, 0, err.Error())
+		return
+	}
+	req.Header = b.header.Clone()
+	if w.session != "" {
+		req.Header.Set(b.cfg.sessionHeader, w.session)
+	}
+	w.s = streamState{st: st, usage: -1, start: time.Now()}
+	resp, err := b.client.Do(req)
+	if err != nil {
+		w.failed(ctx, errConnect, err)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 300))
+		// Drained (within reason) so that the connection is reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		st.fail(errStatus, resp.StatusCode, b.redact(fmt.Sprintf("HTTP %s: %s", resp.Status, bytes.TrimSpace(msg))))
+		return
+	}
+	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mediaType == "text/event-stream" {
+		w.readStream(ctx, resp.Body)
+	} else {
+		w.readWhole(ctx, resp.Body)
+	}
+}
+
+// readStream reads an event stream to its end, stamping each read as it
+// returns and scanning it for events (w.event).
+func (w *worker) readStream(ctx context.Context, body io.Reader) {
+	var err error
+	for err == nil {
+		var n int
+		n, err = body.Read(w.buf)
+		if n > 0 {
+			w.s.now = time.Now()
+			w.scan.Write(w.buf[:n])
+		}
+	}
+	truncated := w.scan.End()
+	s := &w.s
+	s.st.tokenEvents.Add(s.events)
+	s.st.outputTokens.Add(s.outputTokens())
+	if s.usage >= 0 {
+		s.st.withUsage.Add(1)
+	}
+	if tpot, ok := s.tpot(); ok {
+		s.st.tpot.record(tpot)
+	}
+	switch {
+	case s.failed:
+		s.st.fail(errStreamError, 0, "the server reported an error in the stream")
+	case s.done || err == io.EOF && !truncated:
+		// After [DONE] the stream is complete, whatever happens to the
+		// connection next (itlproxy decides the same).
+		w.succeeded()
+	case err == io.EOF:
+		s.st.fail(errStreamCut, 0, "the body ended inside an event")
+	default:
+		w.failed(ctx, errStreamCut, err)
+	}
+}
+
+// event is called by the scanner for each event a read completed.
+func (w *worker) event(e proxy.Event) {
+	s := &w.s
+	switch {
+	case e.Invalid || e.Oversized:
+		s.st.invalidEvents.Add(1)
+		return
+	case e.Done:
+		s.done = true
+		return
+	}
+	if e.HasUsage && e.OutputTokens >= 0 {
+		s.usage = e.OutputTokens
+	}
+	if e.Failed {
+		s.failed = true
+	}
+	if !e.Token {
+		return
+	}
+	if s.events == 0 {
+		s.first = s.now
+		s.st.ttft.record(s.now.Sub(s.start))
+	} else {
+		s.st.itl.record(s.now.Sub(s.last))
+	}
+	s.last = s.now
+	s.events++
+}
+
+// outputTokens is the stream's usage.completion_tokens, else its events.
+func (s *streamState) outputTokens() int64 {
+	if s.usage >= 0 {
+		return s.usage
+	}
+	return s.events
+}
+
+// tpot is (last - first) / (N - 1), N = outputTokens, when N >= 2.
+func (s *streamState) tpot() (time.Duration, bool) {
+	n := s.outputTokens()
+	if n < 2 || s.events == 0 {
+		return 0, false
+	}
+	return s.last.Sub(s.first) / time.Duration(n-1), true
+}
+
+// readWhole reads a non-streamed response for its usage.
+func (w *worker) readWhole(ctx context.Context, body io.Reader) {
+	data, err := io.ReadAll(io.LimitReader(body, maxBodyBytes))
+	if err != nil {
+		w.failed(ctx, errStreamCut, err)
+		return
+	}
+	_, _ = io.Copy(io.Discard, body) // past the bound: read, not kept
+	s := &w.s
+	e := proxy.ParseJSON(data)
+	if e.Invalid {
+		s.st.invalidEvents.Add(1)
+	}
+	if e.HasUsage && e.OutputTokens >= 0 {
+		s.st.outputTokens.Add(e.OutputTokens)
+		s.st.withUsage.Add(1)
+	}
+	if e.Failed {
+		s.st.fail(errStreamError, 0, "the server reported an error in the response body")
+		return
+	}
+	w.succeeded()
+}
+
+func (w *worker) succeeded() {
+	w.s.st.ok.Add(1)
+	w.s.st.duration.record(time.Since(w.s.start))
+}
+
+// failed counts a request that ended with err: canceled when the run was
+// stopped, a timeout when -timeout ran out, else kind.
+func (w *worker) failed(ctx context.Context, kind errKind, err error) {
+	switch {
+	case ctx.Err() != nil:
+		w.s.st.canceled.Add(1)
+		return
+	case errors.Is(err, context.DeadlineExceeded):
+		kind = errTimeout
+	}
+	w.s.st.fail(kind, 0, w.b.redact(err.Error()))
+}
+
+// redact hides every extra header's value (credentials) in a message
+// that is about to be shown.
+func (b *bench) redact(msg string) string {
+	for _, vs := range b.cfg.header {
+		for _, v := range vs {
+			if len(v) >= 4 {
+				msg = strings.ReplaceAll(msg, v, "[redacted]")
+			}
+		}
+	}
+	return msg
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/itlproxy/itlproxy/cmd/internal/llmsim"
+)
+
+const upstreamUsageHead = `itlbench upstream serves a simulated OpenAI-compatible LLM server (chat
+completions and completions, streamed or not, GET /v1/models) with the
+timing given, so that benchmarks of a load run straight at it, through
+itlproxy, or through another proxy share one upstream. Timing is fixed
+unless -jitter or -spike-prob are set. It serves until interrupted.
+
+usage:
+  itlbench upstream [flags]
+
+`
+
+const upstreamUsageTail = `
+Every model name is served with the same timing; -models only sets what
+GET /v1/models lists (and so what itlbench picks when given no -model).
+
+Example:
+  itlbench upstream -addr 127.0.0.1:8000 -ttft 50ms -itl 20ms -tokens 128
+`
+
+// runUpstream serves the simulated upstream until ctx is canceled.
+func runUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("itlbench upstream", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	addr := fs.String("addr", "127.0.0.1:8000", "listen `address`")
+	m := llmsim.Model{}
+	fs.DurationVar(&m.TTFT, "ttft", 50*time.Millisecond, "time from the request to the first token")
+	fs.DurationVar(&m.ITL, "itl", 20*time.Millisecond, "gap between tokens")
+	fs.IntVar(&m.Length, "tokens", 128, "completion length: each completion ends after this many tokens (finish_reason\n\"stop\"), or at the request's max_tokens when that is fewer")
+	fs.Float64Var(&m.Jitter, "jitter", 0, "spread TTFT and each gap uniformly by ± this `fraction` of their mean (0 to 1)")
+	fs.Float64Var(&m.SpikeProb, "spike-prob", 0, "chance (0 to 1) that a gap is a stall of -spike instead")
+	fs.DurationVar(&m.Spike, "spike", time.Second, "length of a stall")
+	models := fs.String("models", "sim", "comma-separated model `names` GET /v1/models lists")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			writeUsage(stdout, fs, upstreamUsageHead, upstreamUsageTail)
+			return nil
+		}
+		return &usageError{err}
+	}
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	if m.TTFT < 0 || m.ITL < 0 || m.Spike < 0 {
+		errs = append(errs, errors.New("-ttft, -itl and -spike: want durations of 0 or more"))
+	}
+	if m.Length < 1 {
+		errs = append(errs, fmt.Errorf("-tokens %d: want at least 1", m.Length))
+	}
+	if m.Jitter < 0 || m.Jitter > 1 || m.SpikeProb < 0 || m.SpikeProb > 1 {
+		errs = append(errs, errors.New("-jitter and -spike-prob: want 0 to 1"))
+	}
+	var sims []llmsim.Model
+	for _, name := range strings.Split(*models, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			sm := m
+			sm.Name = name
+			sims = append(sims, sm)
+		}
+	}
+	if len(sims) == 0 {
+		errs = append(errs, errors.New("-models: want at least one name"))
+	}
+	if len(errs) > 0 {
+		return &usageError{errors.Join(errs...)}
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           llmsim.New(sims...).ServeAnyModel(m),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	fmt.Fprintf(stderr, "itlbench upstream: serving http://%s/v1 (ttft %v, itl %v, %d tokens, jitter %g, spikes %g of %v)\n",
+		ln.Addr(), m.TTFT, m.ITL, m.Length, m.Jitter, m.SpikeProb, m.Spike)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	// Streams in flight get a moment to end, then are cut.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if srv.Shutdown(shutdownCtx) != nil {
+		srv.Close()
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package proxy
+
+import "bytes"
+
+// This file exports the proxy's reading of a stream to programs that
+// measure streams from the client's side (cmd/itlbench), so that the two
+// ends of a comparison count exactly the same events as token-bearing:
+// one definition (DESIGN.md), one implementation, fuzz-tested against
+// encoding/json, and allocation-free per event.
+
+// Event is what the measurement makes of one server-sent event's data, or
+// of a whole non-streamed response body.
+type Event struct {
+	// Token: the event is token-bearing (DESIGN.md): a choices[].delta
+	// with non-empty content, reasoning_content, reasoning, refusal or
+	// tool-call name/arguments, or a non-empty choices[].text.
+	Token bool
+	// Done: the event is the stream's end marker, data [DONE].
+	Done bool
+	// Failed: the event reports an error: an "error" event type, or a
+	// chunk {"error": ...} (or vLLM's older {"object": "error"}).
+	Failed bool
+	// Invalid: the data is not one JSON object of the expected shape.
+	Invalid bool
+	// Oversized: the event grew past the scanner's bound and was dropped
+	// unread.
+	Oversized bool
+	// HasUsage: the chunk had a usage object; InputTokens and
+	// OutputTokens are its prompt_tokens and completion_tokens, -1 when
+	// absent.
+	HasUsage                  bool
+	InputTokens, OutputTokens int64
+}
+
+// ParseJSON classifies one chunk's JSON: an event's data or a whole
+// non-streamed response body.
+func ParseJSON(data []byte) Event {
+	c, ok := parseChunk(data)
+	return Event{
+		Token:        c.token,
+		Failed:       c.failed,
+		Invalid:      !ok,
+		HasUsage:     c.hasUsage,
+		InputTokens:  c.usage.input,
+		OutputTokens: c.usage.output,
+	}
+}
+
+// classify makes an Event of a dispatched server-sent event.
+func classify(ev sseEvent) Event {
+	switch {
+	case ev.Oversized:
+		return Event{Oversized: true, InputTokens: -1, OutputTokens: -1}
+	case bytes.Equal(ev.Data, doneData):
+		return Event{Done: true, InputTokens: -1, OutputTokens: -1}
+	case string(ev.Type) == "error":
+		return Event{Failed: true, InputTokens: -1, OutputTokens: -1}
+	}
+	return ParseJSON(ev.Data)
+}
+
+// StreamScanner splits an event stream into events and classifies each,
+// exactly as the proxy's measurement does. The caller stamps its clock
+// before each Write: every event that Write completes arrived then.
+type StreamScanner struct {
+	split *sseSplitter
+	on    func(Event)
+}
+
+// NewStreamScanner returns a scanner that calls on for each event, and
+// buffers at most maxEventBytes of one event (larger ones are reported as
+// Oversized).
+func NewStreamScanner(maxEventBytes int, on func(Event)) *StreamScanner {
+	s := &StreamScanner{on: on}
+	s.split = newSSESplitter(s, maxEventBytes)
+	return s
+}
+
+// Write feeds the next bytes of the stream, as read; events may be split
+// across writes anywhere.
+func (s *StreamScanner) Write(p []byte) { s.split.write(p) }
+
+// End is called at the end of the stream. It reports whether the stream
+// stopped inside an event, which is dropped, as a client's parser drops
+// it.
+func (s *StreamScanner) End() (truncated bool) { return s.split.end() }
+
+func (s *StreamScanner) handleEvent(ev sseEvent) { s.on(classify(ev)) }
