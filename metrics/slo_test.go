@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -192,4 +193,32 @@ func TestObjectiveGaugesAndBounds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzSLOFile: any file is either refused with errors that name it and a
+// line, or read into objectives that are never negative; it never panics.
+func FuzzSLOFile(f *testing.F) {
+	f.Add([]byte("default: {ttft: 2s, itl: 100ms, tpot: 80ms}\nmodels:\n  meta-llama/Llama-3.1-8B-Instruct: {ttft: 500ms, itl: 40ms}\n"))
+	f.Add([]byte("models:\n  a: {itl: 0}\n  a: {}\n"))
+	f.Add([]byte("default: [1, 2]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		slos, err := parseSLOs("slo.yaml", data, Objectives{ITL: 50 * ms})
+		if err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "slo.yaml") {
+					t.Fatalf("error line does not name the file: %q", line)
+				}
+			}
+			return
+		}
+		check := func(o Objectives) {
+			if o.TTFT < 0 || o.ITL < 0 || o.TPOT < 0 {
+				t.Fatalf("negative objective %+v from %q", o, data)
+			}
+		}
+		check(slos.Default)
+		for _, o := range slos.Models {
+			check(o)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // usage is the token usage an upstream reported; -1 means not reported.
@@ -235,9 +236,10 @@ func stringValue(s *jsonScan) string {
 	return decodeString(s.str())
 }
 
-// decodeString decodes the raw contents of a JSON string.
+// decodeString decodes the raw contents of a JSON string as
+// encoding/json does: escapes decoded, invalid UTF-8 replaced by U+FFFD.
 func decodeString(raw []byte) string {
-	if bytes.IndexByte(raw, '\\') < 0 {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
 		return string(raw)
 	}
 	var out string

@@ -281,3 +281,30 @@ func hasDuplicateKeys(data []byte) bool {
 		}
 	}
 }
+
+// FuzzInspectRequest holds the request inspector to encoding/json: on any
+// JSON object without repeated keys, the same model, stream flag and user.
+func FuzzInspectRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"hi"}],"stream":true,"user":"u1"}`,
+		`{"model":"a\u002fb","stream":false,"stream_options":{"include_usage":true}}`,
+		`{"model":42,"stream":"true","user":null}`,
+		`{"messages":[{"model":"inner"}],"model":"outer"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, ok := inspectRequest(body)
+		var top map[string]any
+		if json.Unmarshal(body, &top) != nil || top == nil || hasDuplicateKeys(body) {
+			return
+		}
+		want := requestInfo{}
+		want.model, _ = top["model"].(string)
+		want.user, _ = top["user"].(string)
+		want.stream = top["stream"] == true
+		if !ok || got != want {
+			t.Fatalf("inspectRequest(%q) = %+v, %v; encoding/json reads %+v", body, got, ok, want)
+		}
+	})
+}

@@ -24,6 +24,8 @@ type harness struct {
 	proxy    *httptest.Server
 	logs     *observer.ObservedLogs
 	served   chan struct{}
+	// proxyCloseIdle closes the proxy's idle connections to the upstream.
+	proxyCloseIdle func()
 }
 
 type harnessOption func(*Config, *metrics.Options)
@@ -51,10 +53,17 @@ func newHarness(t *testing.T, upstream http.Handler, opts ...harnessOption) *har
 		t.Fatal(err)
 	}
 	p := New(cfg, rec, zap.New(core))
-	h.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	t.Cleanup(p.CloseIdleConnections)
+	h.proxyCloseIdle = p.CloseIdleConnections
+	// The proxy listens as the command makes it listen: behind the framing
+	// guard, so every test also checks that it refuses nothing legitimate.
+	h.proxy = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { h.served <- struct{}{} }()
 		p.ServeHTTP(w, r)
 	}))
+	h.proxy.Listener = GuardListener(h.proxy.Listener)
+	h.proxy.Config.ConnContext = ConnContext
+	h.proxy.Start()
 	t.Cleanup(h.proxy.Close)
 	return h
 }

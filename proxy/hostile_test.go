@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -13,8 +12,12 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/itlproxy/itlproxy/metrics"
 )
@@ -166,7 +169,6 @@ func TestUpstreamTLSVerified(t *testing.T) {
 		}
 		h.waitServed(1)
 	}
-	_ = pem.EncodeToMemory // the CA file form is tested from the command
 }
 
 // TestCardinalityFloods: 10,000 distinct model names and 1,000 random paths
@@ -215,4 +217,80 @@ func TestCardinalityFloods(t *testing.T) {
 		t.Errorf("_other requests %v, want %d", n, models-32)
 	}
 	t.Logf("%d series after %d distinct models and %d random paths; goroutines %d", series, models, paths, runtime.NumGoroutine())
+}
+
+// endless is a request body that never ends.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
+}
+
+// countingListener counts the bytes its connections read.
+type countingListener struct {
+	net.Listener
+	read atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	return &countingConn{Conn: c, read: &l.read}, err
+}
+
+type countingConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+// TestEndlessBodyRefusedAtTheBound: a chunked body that never ends gets 413
+// at once, and the proxy reads no more of it than the bound plus the
+// 256 KiB that Go's server reads (and discards) after any handler, trying
+// to keep the connection.
+func TestEndlessBodyRefusedAtTheBound(t *testing.T) {
+	const bound = 64 << 10
+	called := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { called <- struct{}{} }))
+	defer up.Close()
+	upURL, _ := url.Parse(up.URL)
+	rec, err := metrics.New(prometheus.NewRegistry(), metrics.Options{MaxModels: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(New(Config{Upstream: upURL, MaxRequestBytes: bound, MaxEventBytes: 1 << 20}, rec, zap.NewNop()))
+	counting := &countingListener{Listener: srv.Listener}
+	srv.Listener = counting
+	srv.Start()
+	defer srv.Close()
+
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", endless{})
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	took := time.Since(start)
+	time.Sleep(100 * time.Millisecond) // let the server finish with the connection
+	read := counting.read.Load()
+	t.Logf("413 after %v; the proxy read %d KiB of the body (bound %d KiB)", took, read>>10, bound>>10)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || took > 2*time.Second {
+		t.Errorf("got %d after %v, want 413 at once", resp.StatusCode, took)
+	}
+	if limit := int64(bound + 256<<10 + 16<<10); read > limit {
+		t.Errorf("the proxy read %d bytes of an endless body, more than %d", read, limit)
+	}
+	select {
+	case <-called:
+		t.Error("the upstream was called")
+	default:
+	}
 }

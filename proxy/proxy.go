@@ -74,6 +74,7 @@ func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 			pr.SetXForwarded()
 		},
 		Transport:      transport,
+		BufferPool:     newBufferPool(),
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.handleUpstreamError,
 		ErrorLog:       zapStdLog(log),
@@ -109,8 +110,22 @@ func zapStdLog(l *zap.Logger) *log.Logger {
 	return std
 }
 
+// CloseIdleConnections closes the idle connections to the upstream, as a
+// shutdown ends.
+func (p *Proxy) CloseIdleConnections() {
+	if c, ok := p.rp.Transport.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // ServeHTTP serves one proxied request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every request takes its framing verdict, in order (framing.go).
+	if ambiguousFraming(r) {
+		labels := metrics.Labels{Model: metrics.ModelUnknown, Endpoint: metrics.EndpointOther}
+		p.refuseBody(w, r, labels, time.Now(), errAmbiguousFraming)
+		return
+	}
 	p.router.ServeHTTP(w, r)
 }
 

@@ -149,3 +149,28 @@ func TestSSESplitterMemoryBound(t *testing.T) {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
+
+// FuzzSSESplitter: on any bytes, however cut, the splitter holds no more
+// than its bound and dispatches the same events as from one piece.
+func FuzzSSESplitter(f *testing.F) {
+	f.Add([]byte("data: a\r\n\r\nevent: e\rdata: b\ndata: c\n\n:comment\n"), uint8(3))
+	f.Add([]byte("data: "+strings.Repeat("x", 100)+"\n\ndata: y\n\n"), uint8(7))
+	f.Fuzz(func(t *testing.T, in []byte, cut uint8) {
+		const max = 64
+		want, wantTrunc := splitInto(max, [][]byte{in})
+		var got eventLog
+		s := newSSESplitter(&got, max)
+		step := int(cut%32) + 1
+		for rest := in; len(rest) > 0; {
+			n := min(step, len(rest))
+			s.write(rest[:n])
+			rest = rest[n:]
+			if cap(s.line) > max || cap(s.data) > max || cap(s.typ) > max {
+				t.Fatalf("holds line %d, data %d, type %d bytes; bound %d", cap(s.line), cap(s.data), cap(s.typ), max)
+			}
+		}
+		if trunc := s.end(); !slices.Equal(got, want) || trunc != wantTrunc {
+			t.Fatalf("cut every %d bytes: %+v %v; whole: %+v %v", step, got, trunc, want, wantTrunc)
+		}
+	})
+}

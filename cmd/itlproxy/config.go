@@ -38,6 +38,7 @@ type config struct {
 	ReadHeaderTimeout time.Duration `env:"ITLPROXY_READ_HEADER_TIMEOUT" envDefault:"10s" help:"Longest a client may take to send its request headers (slowloris); the connection is closed after it."`
 	ClientIdleTimeout time.Duration `env:"ITLPROXY_CLIENT_IDLE_TIMEOUT" envDefault:"2m" help:"How long an idle keep-alive client connection is kept open."`
 	MaxHeaderBytes    byteSize      `env:"ITLPROXY_MAX_HEADER_BYTES" envDefault:"64KiB" help:"Largest request header block accepted; larger ones get 431."`
+	ClientSendBuffer  byteSize      `env:"ITLPROXY_CLIENT_SEND_BUFFER" envDefault:"0" help:"Kernel send buffer of each client connection (SO_SNDBUF); caps what a slow reader parks in the kernel. 0: the kernel's autotuning."`
 	Pprof             bool          `env:"ITLPROXY_PPROF" envDefault:"false" help:"Serve Go's profiler at /debug/pprof/ on the admin listener (never on the proxy port)."`
 
 	ShutdownDelay   time.Duration `env:"ITLPROXY_SHUTDOWN_DELAY" envDefault:"0s" help:"On SIGTERM, how long to keep accepting requests after /readyz starts failing, so load balancers stop sending first."`
@@ -225,6 +226,9 @@ func (c config) validate(demo bool) []problem {
 	}
 	if c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > 16<<20 {
 		add("ITLPROXY_MAX_HEADER_BYTES", strconv.FormatInt(int64(c.MaxHeaderBytes), 10), "must be between 1KiB and 16MiB")
+	}
+	if c.ClientSendBuffer != 0 && (c.ClientSendBuffer < 4096 || c.ClientSendBuffer > 64<<20) {
+		add("ITLPROXY_CLIENT_SEND_BUFFER", strconv.FormatInt(int64(c.ClientSendBuffer), 10), "must be 0, or between 4KiB and 64MiB")
 	}
 	if c.ReadHeaderTimeout <= 0 {
 		add("ITLPROXY_READ_HEADER_TIMEOUT", c.ReadHeaderTimeout.String(), "must be positive")

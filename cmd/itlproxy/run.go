@@ -160,8 +160,13 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		return fmt.Errorf("admin listener: %w", err)
 	}
 	httpLog, _ := zap.NewStdLogAt(s.log.Named("http"), zap.WarnLevel)
+	if s.cfg.ClientSendBuffer > 0 {
+		proxyLn = sendBufferListener{proxyLn, int(s.cfg.ClientSendBuffer)}
+	}
+	proxyLn = proxy.GuardListener(proxyLn)
 	proxySrv := &http.Server{
-		Handler: p,
+		Handler:     p,
+		ConnContext: proxy.ConnContext,
 		// No ReadTimeout or WriteTimeout: they would cut long uploads and
 		// long streams. Slow clients are bounded by the header timeout.
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -212,6 +217,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		s.log.Warn("streams still in flight at the shutdown timeout were cut", zap.Error(err))
 		proxySrv.Close()
 	}
+	p.CloseIdleConnections()
 	adminCtx, cancelAdmin := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelAdmin()
 	_ = adminSrv.Shutdown(adminCtx)

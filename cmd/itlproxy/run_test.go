@@ -657,3 +657,31 @@ func TestAdminEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// TestPprofOnlyWhenAsked: the profiler is off by default (see
+// TestAdminEndpoints); with ITLPROXY_PPROF=true it is served on the admin
+// listener, and still never on the proxy port.
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "from upstream")
+	}))
+	defer up.Close()
+	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_PPROF": "true"})
+	for _, c := range []struct {
+		url, want string
+	}{
+		{"http://" + in.admin + "/debug/pprof/", "goroutine"},
+		{"http://" + in.admin + "/debug/pprof/heap?debug=1", "heap profile"},
+		{"http://" + in.proxy + "/debug/pprof/", "from upstream"},
+	} {
+		resp, err := http.Get(c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), c.want) {
+			t.Errorf("GET %s: %d %.80q, want %q", c.url, resp.StatusCode, body, c.want)
+		}
+	}
+}
