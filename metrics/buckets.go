@@ -34,6 +34,10 @@ var (
 	// ratioBuckets: a stream's median gap over its session's baseline.
 	ratioBuckets = []float64{0.25, 0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 5, 10}
 
+	// tokenCountBuckets: tokens per event, 1 for one token per event; more
+	// with speculative decoding (a few) or stream intervals (tens).
+	tokenCountBuckets = []float64{1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64}
+
 	// durationBuckets cover health checks to long generations.
 	durationBuckets = []float64{
 		0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30,

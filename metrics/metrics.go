@@ -16,6 +16,8 @@ const namespace = "itlproxy"
 const (
 	EndpointChatCompletions = "chat_completions"
 	EndpointCompletions     = "completions"
+	EndpointResponses       = "responses"
+	EndpointMessages        = "messages"
 	EndpointOther           = "other"
 )
 
@@ -38,6 +40,10 @@ const (
 	// OutcomeIdleTimeout: the upstream sent nothing for the stream idle
 	// timeout (ITLPROXY_STREAM_IDLE_TIMEOUT), and the proxy ended the stream.
 	OutcomeIdleTimeout = "idle_timeout"
+	// OutcomeIncomplete: the upstream ended the response early and said so
+	// (the Responses API's response.incomplete: a token limit or a content
+	// filter).
+	OutcomeIncomplete = "incomplete"
 )
 
 // Parse-failure reasons: what the measurement could not read. The bytes
@@ -109,6 +115,10 @@ type Metrics struct {
 	sessionRatio     *prometheus.HistogramVec
 	sessionsDegraded *prometheus.CounterVec
 
+	// Several tokens per event.
+	tokensPerEvent *prometheus.HistogramVec
+	itlPerToken    *prometheus.HistogramVec
+
 	models         *modelLabels
 	slos           SLOs
 	stallThreshold time.Duration
@@ -161,7 +171,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 				"client_canceled (the client went away first; the upstream request was canceled), " +
 				"upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), " +
 				"rejected (the upstream refused the request with a 4xx status), idle_timeout (the upstream " +
-				"went silent for the stream idle timeout and the proxy cut the stream).",
+				"went silent for the stream idle timeout and the proxy cut the stream), incomplete (the " +
+				"upstream ended the response early, as the Responses API's response.incomplete says).",
 		}, []string{"model", "endpoint", "outcome"}),
 		outputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "output_tokens_total",
@@ -233,6 +244,18 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 				"(ITLPROXY_SESSION_DEGRADE_FACTOR) times the session's baseline.",
 		}, []string{"model"}),
 	}
+	m.tokensPerEvent = histogram("tokens_per_event",
+		"Output tokens carried by each token-bearing event: the event's own count where the upstream "+
+			"reports cumulative usage on every event (vLLM's continuous_usage_stats), else the stream's "+
+			"final usage divided by its token-bearing events, once per event. Above 1: speculative decoding "+
+			"or stream intervals send several tokens at once.",
+		tokenCountBuckets, "model", "endpoint")
+	m.itlPerToken = histogram("inter_token_latency_per_token_seconds",
+		"A gap between token-bearing events divided by the tokens the later event carries: the time "+
+			"per token within the stream, where the upstream reports tokens per event (else not observed). "+
+			"Not the inter-token latency a reader feels: that is itlproxy_inter_token_latency_seconds, one "+
+			"observation per gap.",
+		gapBuckets, "model", "endpoint")
 	sessionsTracked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "sessions_tracked",
 		Help: "Sessions the tracker remembers now (at most ITLPROXY_SESSION_MAX).",
@@ -253,6 +276,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		m.sloBreaches, m.sloObjective, m.stalls, buildInfo,
 		m.itlByPosition, m.maxGap, m.gapSpread, m.ttftByTurn, m.medianGapByTurn,
 		m.sessionRatio, m.sessionsDegraded, sessionsTracked, sessionEvictions,
+		m.tokensPerEvent, m.itlPerToken,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

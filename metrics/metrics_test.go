@@ -107,9 +107,9 @@ func TestRecordsAStream(t *testing.T) {
 		t.Errorf("active during the stream = %v", v)
 	}
 	s.FirstToken(250 * time.Millisecond)
-	s.Gap(20 * time.Millisecond)
-	s.Gap(30 * time.Millisecond)
-	s.End(OutcomeCompleted, 25*time.Millisecond)
+	s.Gap(20*time.Millisecond, 0)
+	s.Gap(30*time.Millisecond, 0)
+	s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: 25 * time.Millisecond})
 	m.Tokens(l, 10, 3)
 	m.Tokens(l, -1, -1)
 	m.Request(l, true, 200, time.Second)
@@ -128,7 +128,7 @@ itlproxy_input_tokens_total{endpoint="chat_completions",model="m"} 10
 # HELP itlproxy_output_tokens_total Output tokens, counted when a response ends: usage.completion_tokens when the upstream reported usage, else, for streams, the number of token-bearing events.
 # TYPE itlproxy_output_tokens_total counter
 itlproxy_output_tokens_total{endpoint="chat_completions",model="m"} 3
-# HELP itlproxy_streams_total Streams ended, by outcome: completed (the upstream ended the stream cleanly), client_canceled (the client went away first; the upstream request was canceled), upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), rejected (the upstream refused the request with a 4xx status), idle_timeout (the upstream went silent for the stream idle timeout and the proxy cut the stream).
+# HELP itlproxy_streams_total Streams ended, by outcome: completed (the upstream ended the stream cleanly), client_canceled (the client went away first; the upstream request was canceled), upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), rejected (the upstream refused the request with a 4xx status), idle_timeout (the upstream went silent for the stream idle timeout and the proxy cut the stream), incomplete (the upstream ended the response early, as the Responses API's response.incomplete says).
 # TYPE itlproxy_streams_total counter
 itlproxy_streams_total{endpoint="chat_completions",model="m",outcome="completed"} 1
 `
@@ -182,7 +182,7 @@ func TestLint(t *testing.T) {
 	l := m.Labels("m", EndpointCompletions)
 	s := m.StartStream(l, IDs{})
 	s.FirstToken(time.Millisecond)
-	s.End(OutcomeClientCanceled, -1)
+	s.End(StreamEnd{Outcome: OutcomeClientCanceled, TPOT: -1})
 	m.Request(l, false, 499, time.Millisecond)
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {

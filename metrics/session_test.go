@@ -98,25 +98,25 @@ func TestStreamShape(t *testing.T) {
 		if i == 10 || i == 20 {
 			g = 100 * ms
 		}
-		s.Gap(g)
+		s.Gap(g, 0)
 	}
-	s.End(OutcomeCompleted, -1)
+	s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
 
 	// The session's second stream is 1.5 times as slow: not degraded.
 	s2 := m.StartStream(l, IDs{Request: "r2", Session: "sess"})
 	s2.FirstToken(300 * ms)
 	for range 10 {
-		s2.Gap(15 * ms)
+		s2.Gap(15*ms, 0)
 	}
-	s2.End(OutcomeCompleted, -1)
+	s2.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
 	// The third's median, 50ms, is 4 times the baseline (the median of 10
 	// and 15ms): degraded.
 	s3 := m.StartStream(l, IDs{Request: "r3", Session: "sess"})
 	s3.FirstToken(300 * ms)
 	for range 10 {
-		s3.Gap(50 * ms)
+		s3.Gap(50*ms, 0)
 	}
-	s3.End(OutcomeCompleted, -1)
+	s3.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
 
 	fs := gather(t, reg)
 	for _, c := range []struct {
@@ -188,5 +188,5 @@ func TestExemplarLabels(t *testing.T) {
 	m, _ := newTestMetrics(t, Options{MaxModels: 1, SessionMax: 1, SessionTTL: time.Hour, DegradeFactor: 2})
 	s := m.StartStream(m.Labels("m", EndpointCompletions), long)
 	s.FirstToken(ms)
-	s.Gap(ms)
+	s.Gap(ms, 0)
 }

@@ -113,9 +113,9 @@ func TestBreachesExact(t *testing.T) {
 		st := m.StartStream(m.Labels(s.model, EndpointChatCompletions), IDs{})
 		st.FirstToken(s.ttft)
 		for _, g := range s.gaps {
-			st.Gap(g)
+			st.Gap(g, 0)
 		}
-		st.End(OutcomeCompleted, s.tpot)
+		st.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: s.tpot})
 	}
 	fs := gather(t, reg)
 	for _, c := range []struct {
@@ -177,7 +177,7 @@ func TestObjectiveGaugesAndBounds(t *testing.T) {
 	// Each objective and the stall threshold is a bucket bound.
 	st := m.StartStream(m.Labels("with/slo:7b", EndpointChatCompletions), IDs{})
 	st.FirstToken(time.Second)
-	st.Gap(time.Millisecond)
+	st.Gap(time.Millisecond, 0)
 	fs = gather(t, reg)
 	for name, want := range map[string][]float64{
 		"itlproxy_time_to_first_token_seconds": {0.777},

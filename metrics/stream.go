@@ -62,6 +62,9 @@ type Stream struct {
 
 	exemplar prometheus.Labels // built at the first observation
 
+	tokensPerEvent prometheus.Observer
+	itlPerToken    prometheus.Observer
+
 	gaps     int
 	maxGap   time.Duration
 	band     int                 // position band of the last gap
@@ -80,6 +83,9 @@ func (m *Metrics) StartStream(l Labels, ids IDs) *Stream {
 		itl:      m.itl.WithLabelValues(l.Model, l.Endpoint),
 		active:   m.active.WithLabelValues(l.Model, l.Endpoint),
 		position: m.itlByPosition.WithLabelValues(l.Model, l.Endpoint, positionBands[0].label),
+
+		tokensPerEvent: m.tokensPerEvent.WithLabelValues(l.Model, l.Endpoint),
+		itlPerToken:    m.itlPerToken.WithLabelValues(l.Model, l.Endpoint),
 	}
 	if s.obj.ITL > 0 {
 		s.itlOver = m.sloBreaches.WithLabelValues(l.Model, SLOITL)
@@ -123,13 +129,18 @@ func (s *Stream) FirstToken(d time.Duration) {
 	}
 }
 
-// Gap records one gap between consecutive token-bearing events. The first
-// gap and every gap longer than all before it carry the exemplar: a spike
-// is always a stream's longest gap so far, so every spike leads to its
-// request, at the cost of a handful of exemplars per stream.
-func (s *Stream) Gap(d time.Duration) {
+// Gap records one gap between consecutive token-bearing events; tokens is
+// the number of tokens the event that ends it carries, when the upstream
+// reports it per event, else 0. The first gap and every gap longer than all
+// before it carry the exemplar: a spike is always a stream's longest gap so
+// far, so every spike leads to its request, at the cost of a handful of
+// exemplars per stream.
+func (s *Stream) Gap(d time.Duration, tokens int64) {
 	s.gaps++
 	s.observe(s.itl, d.Seconds(), s.gaps == 1 || d > s.maxGap)
+	if tokens > 0 {
+		s.itlPerToken.Observe(d.Seconds() / float64(tokens))
+	}
 	s.maxGap = max(s.maxGap, d)
 	// The gap ends the token at position gaps+1.
 	if pos := s.gaps + 1; pos > positionBands[s.band].upTo {
@@ -146,17 +157,40 @@ func (s *Stream) Gap(d time.Duration) {
 	}
 }
 
-// End records how the stream ended and, when known (tpot >= 0), its time
-// per output token, and the stream's shape: its longest gap, the spread of
-// its gaps, and how its median gap compares with its session's.
-func (s *Stream) End(outcome string, tpot time.Duration) {
+// EventTokens records how many tokens one token-bearing event carried,
+// when the upstream reports it per event.
+func (s *Stream) EventTokens(n int64) { s.tokensPerEvent.Observe(float64(n)) }
+
+// StreamEnd is how a stream ended.
+type StreamEnd struct {
+	Outcome string
+	// TPOT is the stream's time per output token, -1 when unknown.
+	TPOT time.Duration
+	// AverageTokens is the stream's output tokens per token-bearing event,
+	// from its final usage, for streams whose events did not report their
+	// own counts (0: they did, or it is unknown). It is observed once per
+	// event, so that tokens per event counts every event either way.
+	AverageTokens float64
+	// Events is the number of token-bearing events.
+	Events int64
+}
+
+// End records how the stream ended and, when known, its time per output
+// token and tokens per event, and the stream's shape: its longest gap, the
+// spread of its gaps, and how its median gap compares with its session's.
+func (s *Stream) End(e StreamEnd) {
 	s.active.Dec()
 	m, l := s.m, s.labels
-	m.streams.WithLabelValues(l.Model, l.Endpoint, outcome).Inc()
-	if tpot >= 0 {
-		m.tpot.WithLabelValues(l.Model, l.Endpoint).Observe(tpot.Seconds())
-		if s.obj.TPOT > 0 && tpot > s.obj.TPOT {
+	m.streams.WithLabelValues(l.Model, l.Endpoint, e.Outcome).Inc()
+	if e.TPOT >= 0 {
+		m.tpot.WithLabelValues(l.Model, l.Endpoint).Observe(e.TPOT.Seconds())
+		if s.obj.TPOT > 0 && e.TPOT > s.obj.TPOT {
 			m.sloBreaches.WithLabelValues(l.Model, SLOTPOT).Inc()
+		}
+	}
+	if e.AverageTokens > 0 {
+		for range e.Events {
+			s.tokensPerEvent.Observe(e.AverageTokens)
 		}
 	}
 	if s.gaps > 0 {

@@ -178,22 +178,39 @@ func functionCarriesOutput(s *jsonScan) bool {
 }
 
 // readUsage reads a usage object into u and reports whether there was one
-// (null is none).
+// (null is none). OpenAI's chat and completions name the counts
+// prompt_tokens and completion_tokens; the Responses API and Anthropic's
+// Messages API, input_tokens and output_tokens. When an object has both,
+// the OpenAI names win.
 func readUsage(s *jsonScan, u *usage) bool {
 	if s.null() || !s.open('{') {
 		return false
 	}
+	prompt, completion, input, output := int64(-1), int64(-1), int64(-1), int64(-1)
 	for n := 0; s.more('}', &n); {
 		switch string(s.key()) {
 		case "prompt_tokens":
-			u.input = s.int()
+			prompt = s.int()
 		case "completion_tokens":
-			u.output = s.int()
+			completion = s.int()
+		case "input_tokens":
+			input = s.int()
+		case "output_tokens":
+			output = s.int()
 		default:
 			s.skip()
 		}
 	}
+	u.input, u.output = firstCount(prompt, input), firstCount(completion, output)
 	return true
+}
+
+// firstCount returns a if it is a count, else b.
+func firstCount(a, b int64) int64 {
+	if a >= 0 {
+		return a
+	}
+	return b
 }
 
 // requestInfo is what the proxy reads from a request body.

@@ -158,7 +158,10 @@ func referenceChunk(data []byte) (c chunk, ok, valid bool) {
 			return c, false, true
 		}
 		c.hasUsage = true
-		c.usage = usage{refCount(m["prompt_tokens"]), refCount(m["completion_tokens"])}
+		c.usage = usage{
+			firstCount(refCount(m["prompt_tokens"]), refCount(m["input_tokens"])),
+			firstCount(refCount(m["completion_tokens"]), refCount(m["output_tokens"])),
+		}
 	}
 	obj, _ := top["object"].(string)
 	c.failed = top["error"] != nil || obj == "error"

@@ -1,6 +1,10 @@
 package proxy
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/itlproxy/itlproxy/metrics"
+)
 
 // This file exports the proxy's reading of a stream to programs that
 // measure streams from the client's side (cmd/itlbench), so that the two
@@ -25,16 +29,34 @@ type Event struct {
 	// Oversized: the event grew past the scanner's bound and was dropped
 	// unread.
 	Oversized bool
-	// HasUsage: the chunk had a usage object; InputTokens and
-	// OutputTokens are its prompt_tokens and completion_tokens, -1 when
-	// absent.
+	// Incomplete: the upstream ended the response early (the Responses
+	// API's response.incomplete: a token limit or a content filter).
+	Incomplete bool
+	// HasUsage: the event had a usage object; InputTokens and
+	// OutputTokens are its counts (prompt/input and completion/output
+	// tokens), -1 when absent.
 	HasUsage                  bool
 	InputTokens, OutputTokens int64
 }
 
-// ParseJSON classifies one chunk's JSON: an event's data or a whole
-// non-streamed response body.
-func ParseJSON(data []byte) Event {
+// ParseJSON classifies one event's JSON data, or a whole non-streamed
+// response body, of the API of endpoint (a metrics.Endpoint* value; chat
+// completions for any other).
+func ParseJSON(endpoint string, data []byte) Event { return parserFor(endpoint)(data) }
+
+// parserFor returns the reader of an endpoint's events.
+func parserFor(endpoint string) func([]byte) Event {
+	switch endpoint {
+	case metrics.EndpointResponses:
+		return parseResponsesEvent
+	case metrics.EndpointMessages:
+		return parseMessagesEvent
+	}
+	return parseChatEvent
+}
+
+// parseChatEvent reads a chat completions or completions chunk.
+func parseChatEvent(data []byte) Event {
 	c, ok := parseChunk(data)
 	return Event{
 		Token:        c.token,
@@ -46,8 +68,9 @@ func ParseJSON(data []byte) Event {
 	}
 }
 
-// classify makes an Event of a dispatched server-sent event.
-func classify(ev sseEvent) Event {
+// classify makes an Event of a dispatched server-sent event, reading its
+// data with parse.
+func classify(ev sseEvent, parse func([]byte) Event) Event {
 	switch {
 	case ev.Oversized:
 		return Event{Oversized: true, InputTokens: -1, OutputTokens: -1}
@@ -56,7 +79,7 @@ func classify(ev sseEvent) Event {
 	case string(ev.Type) == "error":
 		return Event{Failed: true, InputTokens: -1, OutputTokens: -1}
 	}
-	return ParseJSON(ev.Data)
+	return parse(ev.Data)
 }
 
 // StreamScanner splits an event stream into events and classifies each,
@@ -64,14 +87,15 @@ func classify(ev sseEvent) Event {
 // before each Write: every event that Write completes arrived then.
 type StreamScanner struct {
 	split *sseSplitter
+	parse func([]byte) Event
 	on    func(Event)
 }
 
-// NewStreamScanner returns a scanner that calls on for each event, and
-// buffers at most maxEventBytes of one event (larger ones are reported as
-// Oversized).
-func NewStreamScanner(maxEventBytes int, on func(Event)) *StreamScanner {
-	s := &StreamScanner{on: on}
+// NewStreamScanner returns a scanner of an endpoint's stream (a
+// metrics.Endpoint* value) that calls on for each event, and buffers at
+// most maxEventBytes of one event (larger ones are reported as Oversized).
+func NewStreamScanner(endpoint string, maxEventBytes int, on func(Event)) *StreamScanner {
+	s := &StreamScanner{on: on, parse: parserFor(endpoint)}
 	s.split = newSSESplitter(s, maxEventBytes)
 	return s
 }
@@ -85,4 +109,4 @@ func (s *StreamScanner) Write(p []byte) { s.split.write(p) }
 // it.
 func (s *StreamScanner) End() (truncated bool) { return s.split.end() }
 
-func (s *StreamScanner) handleEvent(ev sseEvent) { s.on(classify(ev)) }
+func (s *StreamScanner) handleEvent(ev sseEvent) { s.on(classify(ev, s.parse)) }

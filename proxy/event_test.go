@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/itlproxy/itlproxy/metrics"
 )
 
 // TestStreamScannerReadsFixtures: the exported scanner finds in every
@@ -21,14 +23,14 @@ func TestStreamScannerReadsFixtures(t *testing.T) {
 			t.Run(fx.file+"/"+name, func(t *testing.T) {
 				tokens, done, failed := 0, false, false
 				output := int64(-1)
-				s := NewStreamScanner(1<<20, func(e Event) {
+				s := NewStreamScanner(fx.label(), 1<<20, func(e Event) {
 					if e.Invalid || e.Oversized {
 						t.Errorf("unreadable event: %+v", e)
 					}
 					if e.Token {
 						tokens++
 					}
-					if e.HasUsage {
+					if e.HasUsage && e.OutputTokens >= 0 {
 						output = e.OutputTokens
 					}
 					done = done || e.Done
@@ -46,14 +48,15 @@ func TestStreamScannerReadsFixtures(t *testing.T) {
 				if output < 0 {
 					output = int64(tokens)
 				}
-				if tokens != fx.tokens || output != fx.output || failed != (fx.outcome != "") {
-					t.Errorf("%d tokens, output %d, failed %v; want %d, %d, %v", tokens, output, failed, fx.tokens, fx.output, fx.outcome != "")
+				wantFailed := fx.outcome == metrics.OutcomeUpstreamError
+				if tokens != fx.tokens || output != fx.output || failed != wantFailed {
+					t.Errorf("%d tokens, output %d, failed %v; want %d, %d, %v", tokens, output, failed, fx.tokens, fx.output, wantFailed)
 				}
 			})
 		}
 	}
 	var events []Event
-	s := NewStreamScanner(64, func(e Event) { events = append(events, e) })
+	s := NewStreamScanner(metrics.EndpointChatCompletions, 64, func(e Event) { events = append(events, e) })
 	s.Write([]byte("event: error\ndata: {}\n\ndata: [DONE]\n\ndata: " + string(make([]byte, 100)) + "\n\ndata: {\n\ndata: {\"choices\""))
 	if len(events) != 4 || !events[0].Failed || !events[1].Done || !events[2].Oversized || !events[3].Invalid || !s.End() {
 		t.Errorf("events %+v; want error, done, oversized, invalid, then a truncated end", events)

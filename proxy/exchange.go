@@ -151,7 +151,11 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 		default:
 			outcome = metrics.OutcomeRejected
 		}
-		ex.stream.End(outcome, tpot)
+		var avg float64
+		if ex.sse != nil {
+			avg = ex.sse.averageTokens()
+		}
+		ex.stream.End(metrics.StreamEnd{Outcome: outcome, TPOT: tpot, AverageTokens: avg, Events: events})
 		ex.outcome = outcome
 	}
 	ex.rec.Tokens(ex.labels, u.input, u.output)
@@ -218,14 +222,14 @@ func (b *jsonBody) read() {
 		b.ex.rec.ParseFailure(b.ex.labels, metrics.ParseBodyTooLarge)
 		return
 	}
-	c, ok := parseChunk(b.buf)
+	e := ParseJSON(b.ex.labels.Endpoint, b.buf)
 	b.buf = nil
-	if !ok {
+	if e.Invalid {
 		b.ex.rec.ParseFailure(b.ex.labels, metrics.ParseInvalidJSON)
 		return
 	}
-	if c.hasUsage {
-		b.ex.usage = c.usage
+	if e.HasUsage {
+		b.ex.usage = usage{input: e.InputTokens, output: e.OutputTokens}
 	}
 }
 

@@ -145,6 +145,19 @@ type fixture struct {
 	truncated bool
 }
 
+// label returns the fixture's endpoint label.
+func (fx fixture) label() string {
+	switch fx.endpoint {
+	case "/v1/completions":
+		return metrics.EndpointCompletions
+	case "/v1/responses":
+		return metrics.EndpointResponses
+	case "/v1/messages":
+		return metrics.EndpointMessages
+	}
+	return metrics.EndpointChatCompletions
+}
+
 var fixtures = []fixture{
 	{file: "vllm_chat_usage.sse", tokens: 7, output: 7, input: 17},
 	{file: "vllm_completions.sse", tokens: 4, output: 4, input: -1, endpoint: "/v1/completions"},
@@ -155,6 +168,12 @@ var fixtures = []fixture{
 	{file: "n2_choices.sse", tokens: 6, output: 6, input: -1},
 	{file: "tgi_chat.sse", tokens: 3, output: 3, input: -1},
 	{file: "vllm_error_event.sse", tokens: 2, output: 2, input: -1, outcome: metrics.OutcomeUpstreamError},
+	{file: "openai_responses.sse", tokens: 7, output: 7, input: 14, endpoint: "/v1/responses"},
+	{file: "openai_responses_tools.sse", tokens: 8, output: 40, input: 30, endpoint: "/v1/responses"},
+	{file: "openai_responses_incomplete.sse", tokens: 3, output: 3, input: 5, endpoint: "/v1/responses", outcome: metrics.OutcomeIncomplete},
+	{file: "anthropic_messages.sse", tokens: 7, output: 9, input: 25, endpoint: "/v1/messages"},
+	{file: "anthropic_thinking_tools.sse", tokens: 6, output: 89, input: 472, endpoint: "/v1/messages"},
+	{file: "anthropic_error.sse", tokens: 1, output: 1, input: 10, endpoint: "/v1/messages", outcome: metrics.OutcomeUpstreamError},
 }
 
 // framings returns the stream written every way the SSE format allows,
@@ -167,11 +186,17 @@ func framings(stream string) map[string]string {
 			continue
 		}
 		comments.WriteString(": keep-alive\n\n:\n" + ev)
+		// An event line the event may have comes after ours: the last wins.
 		fields.WriteString("id: " + string(rune('a'+i%26)) + "\nretry: 3000\nevent: message\n" + ev)
 		// Cut the JSON after each comma into data lines: joined with '\n'
 		// (white space to JSON) they are the same document.
-		data := strings.TrimSuffix(strings.TrimPrefix(ev, "data: "), "\n\n")
-		multiline.WriteString("data: " + strings.ReplaceAll(data, ",", ",\ndata: ") + "\n\n")
+		for _, line := range strings.SplitAfter(strings.TrimSuffix(ev, "\n"), "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				line = "data: " + strings.ReplaceAll(data, ",", ",\ndata: ")
+			}
+			multiline.WriteString(line)
+		}
+		multiline.WriteString("\n")
 	}
 	return map[string]string{
 		"LF":         stream,

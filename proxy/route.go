@@ -17,6 +17,8 @@ func (p *Proxy) routes() chi.Router {
 	r := chi.NewRouter()
 	r.Post("/v1/chat/completions", p.measured(metrics.EndpointChatCompletions))
 	r.Post("/v1/completions", p.measured(metrics.EndpointCompletions))
+	r.Post("/v1/responses", p.measured(metrics.EndpointResponses))
+	r.Post("/v1/messages", p.measured(metrics.EndpointMessages))
 	// Everything else is forwarded and counted, not measured: the proxy
 	// port serves nothing of its own.
 	r.NotFound(p.passthrough)

@@ -37,19 +37,27 @@ func (b *sseBody) Close() error { return b.rc.Close() }
 type streamMeter struct {
 	ex       *exchange
 	splitter *sseSplitter // nil when the body cannot be parsed
+	parse    func([]byte) Event
 
 	now         time.Time  // when the read being split returned
 	first, last time.Time  // stamps of the first and last token-bearing events
 	events      int64      // token-bearing events
-	usage       usage      // the last usage the stream reported
+	usage       usage      // the latest counts the stream reported
 	errorEvent  bool       // the upstream reported an error in the stream
-	done        bool       // the upstream sent the stream's end marker ([DONE])
+	incomplete  bool       // the upstream ended the response early, and said so
+	done        bool       // the upstream sent the stream's end marker ([DONE], response.completed, ...)
 	readErr     error      // how reading ended: io.EOF, another error, or nil (never ended)
 	idle        *idleTimer // nil without an idle timeout
+
+	// Several tokens per event: when token-bearing events carry cumulative
+	// usage (vLLM's continuous_usage_stats), each event's own count is the
+	// difference from the previous one.
+	perEvent   bool  // the first token-bearing event carried usage
+	lastOutput int64 // the last cumulative output count seen
 }
 
 func newStreamMeter(ex *exchange, maxEvent int, parse bool) *streamMeter {
-	m := &streamMeter{ex: ex, usage: noUsage}
+	m := &streamMeter{ex: ex, usage: noUsage, parse: parserFor(ex.labels.Endpoint)}
 	if parse {
 		m.splitter = newSSESplitter(m, maxEvent)
 	}
@@ -80,7 +88,7 @@ func (m *streamMeter) stop(err error) {
 var doneData = []byte("[DONE]")
 
 func (m *streamMeter) handleEvent(ev sseEvent) {
-	e := classify(ev)
+	e := classify(ev, m.parse)
 	switch {
 	case e.Oversized:
 		m.ex.rec.ParseFailure(m.ex.labels, metrics.ParseEventTooLarge)
@@ -88,30 +96,59 @@ func (m *streamMeter) handleEvent(ev sseEvent) {
 	case e.Invalid:
 		m.ex.rec.ParseFailure(m.ex.labels, metrics.ParseInvalidJSON)
 		return
-	case e.Done:
-		m.done = true
-		return
+	}
+	m.done = m.done || e.Done
+	m.errorEvent = m.errorEvent || e.Failed
+	m.incomplete = m.incomplete || e.Incomplete
+	// The event's own tokens, when events carry cumulative usage.
+	var tokens int64
+	if e.Token && m.events == 0 {
+		m.perEvent = e.HasUsage && e.OutputTokens >= 0
 	}
 	if e.HasUsage {
-		m.usage = usage{input: e.InputTokens, output: e.OutputTokens}
-	}
-	if e.Failed {
-		m.errorEvent = true
+		// Counts arrive in parts (Anthropic: input at the start, output at
+		// the end) and cumulatively: keep the latest of each.
+		if e.InputTokens >= 0 {
+			m.usage.input = e.InputTokens
+		}
+		if e.OutputTokens >= 0 {
+			tokens = e.OutputTokens - m.lastOutput
+			m.usage.output, m.lastOutput = e.OutputTokens, e.OutputTokens
+		}
 	}
 	if e.Token {
-		m.token()
+		if !m.perEvent {
+			tokens = 0
+		} else if tokens < 1 {
+			tokens = 1 // an event without a count of its own: one token
+		}
+		m.token(tokens)
 	}
 }
 
-func (m *streamMeter) token() {
+// token stamps a token-bearing event carrying tokens tokens (0: unknown).
+func (m *streamMeter) token(tokens int64) {
 	if m.events == 0 {
 		m.first = m.now
 		m.ex.stream.FirstToken(m.now.Sub(m.ex.t0))
 	} else {
-		m.ex.stream.Gap(m.now.Sub(m.last))
+		m.ex.stream.Gap(m.now.Sub(m.last), tokens)
+	}
+	if tokens > 0 {
+		m.ex.stream.EventTokens(tokens)
 	}
 	m.last = m.now
 	m.events++
+}
+
+// averageTokens returns the stream's output tokens per token-bearing
+// event, from its final usage, when its events did not report their own
+// counts; 0 when they did, or when it is unknown.
+func (m *streamMeter) averageTokens() float64 {
+	if m.perEvent || m.usage.output < 0 || m.events == 0 {
+		return 0
+	}
+	return float64(m.usage.output) / float64(m.events)
 }
 
 // tpot returns the stream's time per output token, or -1 when it has none:
@@ -148,6 +185,8 @@ func (m *streamMeter) outcome(clientGone bool) string {
 		return metrics.OutcomeIdleTimeout
 	case m.errorEvent:
 		return metrics.OutcomeUpstreamError
+	case m.incomplete:
+		return metrics.OutcomeIncomplete
 	case m.done, m.readErr == io.EOF:
 		// After [DONE] the stream is complete for the client, whatever
 		// happens to the connection next: SDKs close it as soon as they read

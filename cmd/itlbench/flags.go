@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/itlproxy/itlproxy/metrics"
+
 	"encoding/json"
 	"errors"
 	"flag"
@@ -250,6 +252,15 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 }
 
 var endpointPath = map[string]string{"chat": "/chat/completions", "completions": "/completions"}
+
+// metricsEndpoint names the endpoint as the proxy's metrics do, which is
+// how the proxy's stream reader knows the API's format.
+func (c config) metricsEndpoint() string {
+	if c.endpoint == "completions" {
+		return metrics.EndpointCompletions
+	}
+	return metrics.EndpointChatCompletions
+}
 
 // parseModels reads "a,b=3,c".
 func parseModels(s string) ([]weighted, error) {

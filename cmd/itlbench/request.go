@@ -53,7 +53,7 @@ type streamState struct {
 
 func newWorker(b *bench) *worker {
 	w := &worker{b: b, buf: make([]byte, readBufferBytes)}
-	w.scan = proxy.NewStreamScanner(maxEventBytes, w.event)
+	w.scan = proxy.NewStreamScanner(b.cfg.metricsEndpoint(), maxEventBytes, w.event)
 	return w
 }
 
@@ -208,7 +208,7 @@ func (w *worker) readWhole(ctx context.Context, body io.Reader) {
 	}
 	_, _ = io.Copy(io.Discard, body) // past the bound: read, not kept
 	s := &w.s
-	e := proxy.ParseJSON(data)
+	e := proxy.ParseJSON(w.b.cfg.metricsEndpoint(), data)
 	if e.Invalid {
 		s.st.invalidEvents.Add(1)
 	}
