@@ -40,6 +40,9 @@ type exchange struct {
 	// cancelUpstream cancels the outbound request; set when streams have
 	// an idle timeout.
 	cancelUpstream context.CancelFunc
+	// usageInjected: the proxy asked for usage on the client's behalf, and
+	// takes it out of the stream (inject.go).
+	usageInjected bool
 }
 
 type exchangeKey struct{}
@@ -88,6 +91,14 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 			ex.sse.idle = startIdleTimer(idle, ex.cancelUpstream)
 		}
 		resp.Body = &sseBody{rc: resp.Body, m: ex.sse}
+		if ex.usageInjected {
+			// The measurement reads the upstream's events; the client gets
+			// them without what the injection added, so a length no longer
+			// holds.
+			resp.Body = &usageStripper{src: resp.Body, max: maxEvent}
+			resp.Header.Del("Content-Length")
+			resp.ContentLength = -1
+		}
 		if encoded {
 			ex.rec.ParseFailure(ex.labels, metrics.ParseEncoded)
 		}

@@ -43,6 +43,9 @@ type Config struct {
 	// SessionFromUser falls back to the request body's "user" field.
 	SessionHeader   string
 	SessionFromUser bool
+	// InjectUsage asks for usage on streaming chat and completions
+	// requests that do not, and takes it out of the response (inject.go).
+	InjectUsage bool
 }
 
 // Proxy is the http.Handler of the proxy listener.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -38,10 +39,21 @@ func (p *Proxy) measured(endpoint string) http.HandlerFunc {
 			return
 		}
 		info, _ := inspectRequest(body)
+		injected := false
+		if p.cfg.InjectUsage && info.stream && (endpoint == metrics.EndpointChatCompletions || endpoint == metrics.EndpointCompletions) {
+			if patched := withUsageRequested(body); patched != nil {
+				body, injected = patched, true
+				if r.ContentLength >= 0 {
+					r.ContentLength = int64(len(body))
+					r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+				}
+			}
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		ids, clientID := p.requestIDs(r, info.user)
 		ex := newExchange(p.rec, p.rec.Labels(info.model, endpoint), t0, ids, clientID, info.stream)
+		ex.usageInjected = injected
 		p.forward(w, r, ex)
 	}
 }

@@ -34,6 +34,14 @@ type config struct {
 
 	UpstreamCAFile             string `env:"ITLPROXY_UPSTREAM_CA_FILE" help:"PEM file of the CA certificates that an https upstream's certificate must chain to, instead of the system's."`
 	UpstreamInsecureSkipVerify bool   `env:"ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY" envDefault:"false" help:"Do not verify the https upstream's certificate. Insecure, for tests only; logged at every start."`
+	UpstreamClientCertFile     string `env:"ITLPROXY_UPSTREAM_CLIENT_CERT_FILE" help:"PEM certificate the proxy presents to an https upstream that requires one (mTLS); with ITLPROXY_UPSTREAM_CLIENT_KEY_FILE."`
+	UpstreamClientKeyFile      string `env:"ITLPROXY_UPSTREAM_CLIENT_KEY_FILE" help:"PEM private key of ITLPROXY_UPSTREAM_CLIENT_CERT_FILE."`
+
+	TLSCertFile string `env:"ITLPROXY_TLS_CERT_FILE" help:"PEM certificate (chain) of the proxy listener: with ITLPROXY_TLS_KEY_FILE it serves HTTPS, HTTP/2 and HTTP/1.1."`
+	TLSKeyFile  string `env:"ITLPROXY_TLS_KEY_FILE" help:"PEM private key of ITLPROXY_TLS_CERT_FILE."`
+	H2C         bool   `env:"ITLPROXY_H2C" envDefault:"false" help:"Also accept cleartext HTTP/2 (h2c, prior knowledge) on a listener without TLS, as service meshes send it."`
+
+	InjectUsage bool `env:"ITLPROXY_INJECT_USAGE" envDefault:"false" help:"Ask for usage on streaming chat and completions requests that do not (stream_options.include_usage), and take it out of the response: tokens and TPOT for every stream; see the README."`
 
 	ReadHeaderTimeout time.Duration `env:"ITLPROXY_READ_HEADER_TIMEOUT" envDefault:"10s" help:"Longest a client may take to send its request headers (slowloris); the connection is closed after it."`
 	ClientIdleTimeout time.Duration `env:"ITLPROXY_CLIENT_IDLE_TIMEOUT" envDefault:"2m" help:"How long an idle keep-alive client connection is kept open."`
@@ -65,6 +73,8 @@ type config struct {
 	slos metrics.SLOs
 	// upstreamTLS is the TLS client configuration for an https upstream.
 	upstreamTLS *tls.Config
+	// listenerTLS is the proxy listener's TLS configuration, nil without.
+	listenerTLS *tls.Config
 }
 
 // byteSize is a size in bytes, written as a whole number with an optional
@@ -136,10 +146,15 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 		}
 		problems = append(problems, p.String())
 	}
-	if tlsConfig, err := upstreamTLS(cfg.UpstreamCAFile, cfg.UpstreamInsecureSkipVerify); err != nil {
-		problems = append(problems, fmt.Sprintf("ITLPROXY_UPSTREAM_CA_FILE=%q: %v", cfg.UpstreamCAFile, err))
+	if tlsConfig, errs := upstreamTLS(cfg); len(errs) > 0 {
+		problems = append(problems, errs...)
 	} else {
 		cfg.upstreamTLS = tlsConfig
+	}
+	if listenerTLS, err := listenerTLS(cfg); err != "" {
+		problems = append(problems, err)
+	} else {
+		cfg.listenerTLS = listenerTLS
 	}
 	cfg.slos = metrics.SLOs{Default: metrics.Objectives{TTFT: cfg.SLOTTFT, ITL: cfg.SLOITL, TPOT: cfg.SLOTPOT}}
 	if cfg.SLOFile != "" && len(problems) == 0 {

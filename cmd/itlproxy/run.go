@@ -148,6 +148,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		StreamIdleTimeout: s.cfg.StreamIdleTimeout,
 		SessionHeader:     s.cfg.SessionHeader,
 		SessionFromUser:   s.cfg.SessionFromUser,
+		InjectUsage:       s.cfg.InjectUsage,
 	}, s.rec, s.log.Named("proxy"))
 
 	proxyLn, err := net.Listen("tcp", s.cfg.ListenAddr)
@@ -163,10 +164,8 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	if s.cfg.ClientSendBuffer > 0 {
 		proxyLn = sendBufferListener{proxyLn, int(s.cfg.ClientSendBuffer)}
 	}
-	proxyLn = proxy.GuardListener(proxyLn)
 	proxySrv := &http.Server{
-		Handler:     p,
-		ConnContext: proxy.ConnContext,
+		Handler: p,
 		// No ReadTimeout or WriteTimeout: they would cut long uploads and
 		// long streams. Slow clients are bounded by the header timeout.
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
@@ -179,8 +178,9 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          httpLog,
 	}
+	serve := s.listenProtocols(proxySrv, &proxyLn)
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- proxySrv.Serve(proxyLn) }()
+	go func() { serveErr <- serve(proxyLn) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
 	s.ready.Store(true)
 	s.log.Info("itlproxy started",
@@ -226,6 +226,25 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		return failed
 	}
 	return nil
+}
+
+// listenProtocols sets up the proxy listener's protocols and returns how
+// to serve it. With TLS: HTTPS with HTTP/2 and HTTP/1.1 by ALPN. Without:
+// HTTP/1.1 behind the framing guard (which only cleartext lets it read),
+// and cleartext HTTP/2 too when ITLPROXY_H2C is set.
+func (s *server) listenProtocols(srv *http.Server, ln *net.Listener) func(net.Listener) error {
+	if s.cfg.listenerTLS != nil {
+		srv.TLSConfig = s.cfg.listenerTLS
+		return func(l net.Listener) error { return srv.ServeTLS(l, "", "") }
+	}
+	*ln = proxy.GuardListener(*ln)
+	srv.ConnContext = proxy.ConnContext
+	if s.cfg.H2C {
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}
+	return srv.Serve
 }
 
 // upstreamForLog shows the upstream without credentials or query (where

@@ -16,6 +16,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -197,10 +198,12 @@ func (u scheduledUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ttft, gaps := u.schedule(model)
 	tokens := len(gaps) + 1
-	send := eventWriter(w)
-	head := `{"id":"c","object":"chat.completion.chunk","created":1,"model":"` + model + `",`
-	if !send(head + `"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`) {
-		return
+	f := formatFor(r.URL.Path, model)
+	send := rawEventWriter(w)
+	for _, ev := range f.start {
+		if !send(ev) {
+			return
+		}
 	}
 	wait := ttft
 	for i := range tokens {
@@ -209,28 +212,122 @@ func (u scheduledUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-time.After(wait):
 		}
-		if !send(head + fmt.Sprintf(`"choices":[{"index":0,"delta":{"content":"w%d "}}]}`, i)) {
+		if !send(f.token(i)) {
 			return
 		}
 		if i < len(gaps) {
 			wait = gaps[i]
 		}
 	}
-	send(head + `"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`)
-	send(head + fmt.Sprintf(`"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}`, tokens, tokens+5))
-	send("[DONE]")
+	for _, ev := range f.end(tokens) {
+		send(ev)
+	}
 }
 
-// eventWriter starts an event stream on w and returns a function that
-// sends one event with the given data and flushes it, reporting whether
-// the client is still there.
-func eventWriter(w http.ResponseWriter) func(data string) bool {
+// streamFormat is how an API's stream says the same thing: events before
+// the first token, each token ("w<i> "), the events after the last.
+type streamFormat struct {
+	start []string
+	token func(i int) string
+	end   func(tokens int) []string
+}
+
+// formatFor returns the stream format of the API at path, each event as
+// its lines (without the blank line that ends it); the Responses and
+// Messages APIs name their events.
+func formatFor(path, model string) streamFormat {
+	switch path {
+	case "/v1/responses":
+		return streamFormat{
+			start: []string{named("response.created", `{"type":"response.created","response":{"id":"r","status":"in_progress","usage":null}}`)},
+			token: func(i int) string {
+				return named("response.output_text.delta", fmt.Sprintf(`{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"w%d "}`, i))
+			},
+			end: func(n int) []string {
+				return []string{named("response.completed", fmt.Sprintf(`{"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":5,"output_tokens":%d,"total_tokens":%d}}}`, n, n+5))}
+			},
+		}
+	case "/v1/messages":
+		return streamFormat{
+			start: []string{
+				named("message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"`+model+`","usage":{"input_tokens":5,"output_tokens":1}}}`),
+				named("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
+				named("ping", `{"type":"ping"}`),
+			},
+			token: func(i int) string {
+				return named("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"w%d "}}`, i))
+			},
+			end: func(n int) []string {
+				return []string{named("content_block_stop", `{"type":"content_block_stop","index":0}`),
+					named("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":%d}}`, n)),
+					named("message_stop", `{"type":"message_stop"}`)}
+			},
+		}
+	}
+	head := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"` + model + `",`
+	return streamFormat{
+		start: []string{head + `"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`},
+		token: func(i int) string {
+			return head + fmt.Sprintf(`"choices":[{"index":0,"delta":{"content":"w%d "}}]}`, i)
+		},
+		end: func(n int) []string {
+			return []string{head + `"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`,
+				head + fmt.Sprintf(`"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}`, n, n+5),
+				"data: [DONE]"}
+		},
+	}
+}
+
+// agreeWithClientClock checks what /metrics says of one stream against
+// what the client saw on its own clock: TTFT and ITL counts exact, their
+// sums within 2% and 3 ms, output tokens from the usage.
+func agreeWithClientClock(t *testing.T, families metricstest.Families, cs clientStream, endpoint string, tokens int) {
+	t.Helper()
+	clientTTFT := cs.arrivals[0].Sub(cs.sent).Seconds()
+	clientITL := cs.arrivals[len(cs.arrivals)-1].Sub(cs.arrivals[0]).Seconds()
+	n, proxyTTFT := families.Histogram("itlproxy_time_to_first_token_seconds", "model", cs.model, "endpoint", endpoint)
+	if n != 1 {
+		t.Errorf("%s: TTFT count %d, want 1", cs.model, n)
+	}
+	n, proxyITL := families.Histogram("itlproxy_inter_token_latency_seconds", "model", cs.model, "endpoint", endpoint)
+	if n != uint64(tokens-1) {
+		t.Errorf("%s: ITL count %d, want %d", cs.model, n, tokens-1)
+	}
+	for _, c := range []struct {
+		what          string
+		proxy, client float64
+	}{{"TTFT", proxyTTFT, clientTTFT}, {"ITL sum", proxyITL, clientITL}} {
+		diff := math.Abs(c.proxy - c.client)
+		t.Logf("%s %s %s: proxy %.2fms, client %.2fms", endpoint, cs.model, c.what, c.proxy*1000, c.client*1000)
+		if diff > 0.003 || diff > 0.02*c.client {
+			t.Errorf("%s %s %s: proxy %.2fms vs client %.2fms: off by %.2fms, want within 2%% and 3ms",
+				endpoint, cs.model, c.what, c.proxy*1000, c.client*1000, diff*1000)
+		}
+	}
+	if v := families.Value("itlproxy_output_tokens_total", "model", cs.model, "endpoint", endpoint); v != float64(tokens) {
+		t.Errorf("%s: output tokens %v, want %d", cs.model, v, tokens)
+	}
+}
+
+// named returns the lines of an event with a name.
+func named(name, data string) string { return "event: " + name + "\ndata: " + data }
+
+// rawEventWriter starts an event stream on w and returns a function that
+// sends one event, given its lines, and flushes it, reporting whether the
+// client is still there.
+func rawEventWriter(w http.ResponseWriter) func(lines string) bool {
 	w.Header().Set("Content-Type", "text/event-stream")
 	rc := http.NewResponseController(w)
-	return func(data string) bool {
-		_, err := io.WriteString(w, "data: "+data+"\n\n")
+	return func(lines string) bool {
+		_, err := io.WriteString(w, lines+"\n\n")
 		return err == nil && rc.Flush() == nil
 	}
+}
+
+// eventWriter is rawEventWriter for events that are one data line.
+func eventWriter(w http.ResponseWriter) func(data string) bool {
+	send := rawEventWriter(w)
+	return func(data string) bool { return send("data: " + data) }
 }
 
 // clientStream is what the client saw of one stream, on its own clock.
@@ -272,6 +369,9 @@ func (c *arrivalClock) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// tokenEvent matches the token events of formatFor, in any API.
+var tokenEvent = regexp.MustCompile(`"(content|delta|text)":"w\d`)
+
 type stampingBody struct {
 	io.ReadCloser
 	cs      *clientStream
@@ -287,7 +387,7 @@ func (b *stampingBody) Read(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		if bytes.Contains(b.pending[:i], []byte(`"content":"w`)) {
+		if tokenEvent.Match(b.pending[:i]) {
 			b.cs.arrivals = append(b.cs.arrivals, now)
 		}
 		b.pending = b.pending[i+2:]
@@ -366,30 +466,7 @@ func TestEndToEndAgainstClientClock(t *testing.T) {
 			t.Errorf("%s: client got %q (%v), usage %d, %d stamped", cs.model, cs.content, cs.err, cs.totalTokens, len(cs.arrivals))
 			continue
 		}
-		clientTTFT := cs.arrivals[0].Sub(cs.sent).Seconds()
-		clientITL := cs.arrivals[len(cs.arrivals)-1].Sub(cs.arrivals[0]).Seconds()
-		n, proxyTTFT := families.Histogram("itlproxy_time_to_first_token_seconds", "model", cs.model, "endpoint", "chat_completions")
-		if n != 1 {
-			t.Errorf("%s: TTFT count %d, want 1", cs.model, n)
-		}
-		n, proxyITL := families.Histogram("itlproxy_inter_token_latency_seconds", "model", cs.model)
-		if n != tokens-1 {
-			t.Errorf("%s: ITL count %d, want %d", cs.model, n, tokens-1)
-		}
-		for _, c := range []struct {
-			what          string
-			proxy, client float64
-		}{{"TTFT", proxyTTFT, clientTTFT}, {"ITL sum", proxyITL, clientITL}} {
-			diff := math.Abs(c.proxy - c.client)
-			t.Logf("%s %s: proxy %.2fms, client %.2fms", cs.model, c.what, c.proxy*1000, c.client*1000)
-			if diff > 0.003 || diff > 0.02*c.client {
-				t.Errorf("%s %s: proxy %.2fms vs client %.2fms: off by %.2fms, want within 2%% and 3ms",
-					cs.model, c.what, c.proxy*1000, c.client*1000, diff*1000)
-			}
-		}
-		if v := families.Value("itlproxy_output_tokens_total", "model", cs.model); v != tokens {
-			t.Errorf("%s: output tokens %v, want %d", cs.model, v, tokens)
-		}
+		agreeWithClientClock(t, families, cs, "chat_completions", tokens)
 		if v := families.Value("itlproxy_streams_total", "model", cs.model, "outcome", "completed"); v != 1 {
 			t.Errorf("%s: completed streams %v, want 1", cs.model, v)
 		}
