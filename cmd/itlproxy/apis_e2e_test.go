@@ -31,6 +31,37 @@ func recordedStreams(t *testing.T, in *instance, n int) metricstest.Families {
 	return fs
 }
 
+// clockedOpenAIClient returns an official OpenAI client talking to the
+// proxy through the client-side clock, and the streams of models m0..mN-1
+// that clock stamps.
+func clockedOpenAIClient(in *instance, streams int) (openai.Client, []clientStream) {
+	clock := &arrivalClock{streams: map[string]*clientStream{}}
+	results := make([]clientStream, streams)
+	for i := range results {
+		results[i].model = fmt.Sprintf("m%d", i)
+		clock.streams[results[i].model] = &results[i]
+	}
+	client := openai.NewClient(option.WithBaseURL("http://"+in.proxy+"/v1/"), option.WithAPIKey("sk-test"),
+		option.WithMaxRetries(0), option.WithHTTPClient(&http.Client{Transport: clock}))
+	return client, results
+}
+
+// staggered runs each stream after a warm-up stream (so that one-time
+// costs of the process's first connection fall outside the comparison),
+// starting them 40 ms apart: they overlap, as real users' do, without all
+// starting in the same instant.
+func staggered(results []clientStream, run func(*clientStream)) {
+	run(&clientStream{model: "warmup"})
+	var wg sync.WaitGroup
+	for i := range results {
+		wg.Go(func() {
+			time.Sleep(time.Duration(i) * 40 * time.Millisecond)
+			run(&results[i])
+		})
+	}
+	wg.Wait()
+}
+
 // TestResponsesAPIAgainstClientClock drives the Responses API through the
 // proxy with the official OpenAI client: counts exact, TTFT and ITL sums
 // within 2% and 3 ms of the client's clock, tokens from
@@ -40,14 +71,7 @@ func TestResponsesAPIAgainstClientClock(t *testing.T) {
 	up := httptest.NewServer(scheduledUpstream{randomSchedule(tokens)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
-	clock := &arrivalClock{streams: map[string]*clientStream{}}
-	results := make([]clientStream, streams)
-	for i := range results {
-		results[i].model = fmt.Sprintf("m%d", i)
-		clock.streams[results[i].model] = &results[i]
-	}
-	client := openai.NewClient(option.WithBaseURL("http://"+in.proxy+"/v1/"), option.WithAPIKey("sk-test"),
-		option.WithMaxRetries(0), option.WithHTTPClient(&http.Client{Transport: clock}))
+	client, results := clockedOpenAIClient(in, streams)
 	run := func(cs *clientStream) {
 		stream := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
 			Model: cs.model,
@@ -64,15 +88,7 @@ func TestResponsesAPIAgainstClientClock(t *testing.T) {
 		}
 		cs.err = stream.Err()
 	}
-	run(&clientStream{model: "warmup"})
-	var wg sync.WaitGroup
-	for i := range streams {
-		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 40 * time.Millisecond)
-			run(&results[i])
-		})
-	}
-	wg.Wait()
+	staggered(results, run)
 	fs := recordedStreams(t, in, streams+1)
 	for _, cs := range results {
 		if cs.err != nil || strings.Count(cs.content, "w") != tokens || cs.totalTokens != tokens || len(cs.arrivals) != tokens {
@@ -128,17 +144,11 @@ func TestMessagesAgainstClientClock(t *testing.T) {
 		}
 		cs.err = sc.Err()
 	}
-	read(&clientStream{model: "warmup"})
 	results := make([]clientStream, streams)
-	var wg sync.WaitGroup
-	for i := range streams {
+	for i := range results {
 		results[i].model = fmt.Sprintf("m%d", i)
-		wg.Go(func() {
-			time.Sleep(time.Duration(i) * 40 * time.Millisecond)
-			read(&results[i])
-		})
 	}
-	wg.Wait()
+	staggered(results, read)
 	fs := recordedStreams(t, in, streams+1)
 	for _, cs := range results {
 		if cs.err != nil || len(cs.arrivals) != tokens || cs.totalTokens != tokens {

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/itlproxy/itlproxy/metrics/metricstest"
 )
@@ -405,50 +404,24 @@ func TestEndToEndAgainstClientClock(t *testing.T) {
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
 
-	clock := &arrivalClock{streams: map[string]*clientStream{}}
-	results := make([]clientStream, streams)
-	for i := range results {
-		results[i].model = fmt.Sprintf("m%d", i)
-		clock.streams[results[i].model] = &results[i]
-	}
-	client := openai.NewClient(option.WithBaseURL("http://"+in.proxy+"/v1/"), option.WithAPIKey("sk-test"),
-		option.WithMaxRetries(0), option.WithHTTPClient(&http.Client{Transport: clock}))
-	// One request first, so that one-time costs of the first connection
-	// in this process (client and proxy share it) fall outside the
-	// comparison.
-	warmup := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
-		Model: "warmup", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
-	})
-	for warmup.Next() {
-	}
-	if err := warmup.Err(); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	for i := range streams {
-		wg.Go(func() {
-			// Streams overlap but do not all start in the same instant,
-			// as requests from real users do not.
-			time.Sleep(time.Duration(i) * 25 * time.Millisecond)
-			cs := &results[i]
-			stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
-				Model:         cs.model,
-				Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("count to forty")},
-				StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
-			})
-			for stream.Next() {
-				chunk := stream.Current()
-				if len(chunk.Choices) > 0 {
-					cs.content += chunk.Choices[0].Delta.Content
-				}
-				if chunk.Usage.CompletionTokens > 0 {
-					cs.totalTokens = chunk.Usage.CompletionTokens
-				}
-			}
-			cs.err = stream.Err()
+	client, results := clockedOpenAIClient(in, streams)
+	staggered(results, func(cs *clientStream) {
+		stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+			Model:         cs.model,
+			Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("count to forty")},
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 		})
-	}
-	wg.Wait()
+		for stream.Next() {
+			chunk := stream.Current()
+			if len(chunk.Choices) > 0 {
+				cs.content += chunk.Choices[0].Delta.Content
+			}
+			if chunk.Usage.CompletionTokens > 0 {
+				cs.totalTokens = chunk.Usage.CompletionTokens
+			}
+		}
+		cs.err = stream.Err()
+	})
 
 	var wantContent strings.Builder
 	for i := range tokens {
