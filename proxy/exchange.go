@@ -43,6 +43,9 @@ type exchange struct {
 	// usageInjected: the proxy asked for usage on the client's behalf, and
 	// takes it out of the stream (inject.go).
 	usageInjected bool
+	// requestBody is the request body read to find the model, released
+	// when the response arrives.
+	requestBody *heldBody
 }
 
 type exchangeKey struct{}
@@ -72,6 +75,9 @@ func (ex *exchange) startStream() {
 // for silence). The response carries the request id.
 func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duration) {
 	ex.code = resp.StatusCode
+	if ex.requestBody != nil {
+		ex.requestBody.release()
+	}
 	if upstreamID := resp.Header.Get(RequestIDHeader); !ex.clientID && validID(upstreamID) {
 		ex.ids.Request = upstreamID
 		if ex.stream != nil {

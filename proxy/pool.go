@@ -4,11 +4,11 @@ import "sync"
 
 // copyBufferSize is the size of the buffer httputil.ReverseProxy copies a
 // response through: one per response in flight. Its own default is
-// 32 KiB; events are a few hundred bytes, and every response in flight
-// holds its buffer for as long as it lasts, so a smaller one is most of
-// the memory a long stream costs. Large non-streamed bodies simply take
-// more reads.
-const copyBufferSize = 8 << 10
+// 32 KiB; events are a few hundred bytes, every response in flight holds
+// its buffer for as long as it lasts, and the transport reads the upstream
+// through a 4 KiB buffer anyway, so 4 KiB costs no extra reads for
+// streams. Large non-streamed bodies simply take more reads.
+const copyBufferSize = 4 << 10
 
 // bufferPool recycles copy buffers between responses (httputil.BufferPool).
 type bufferPool struct{ pool sync.Pool }

@@ -99,6 +99,9 @@ func NewTransport(timeout time.Duration, tlsConfig *tls.Config) *http.Transport 
 	t.MaxIdleConns = 0
 	t.MaxIdleConnsPerHost = 1024
 	t.ResponseHeaderTimeout = timeout
+	// The write buffer serves only to send the request, yet every
+	// connection keeps it for its life: a stream in flight holds one.
+	t.WriteBufferSize = 2 << 10
 	if tlsConfig != nil {
 		t.TLSClientConfig = tlsConfig
 	}

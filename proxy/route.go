@@ -49,11 +49,13 @@ func (p *Proxy) measured(endpoint string) http.HandlerFunc {
 				}
 			}
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		held := &heldBody{b: body}
+		r.Body = held.reader()
+		r.GetBody = func() (io.ReadCloser, error) { return held.reader(), nil }
 		ids, clientID := p.requestIDs(r, info.user)
 		ex := newExchange(p.rec, p.rec.Labels(info.model, endpoint), t0, ids, clientID, info.stream)
 		ex.usageInjected = injected
+		ex.requestBody = held
 		p.forward(w, r, ex)
 	}
 }

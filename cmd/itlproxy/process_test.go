@@ -150,7 +150,9 @@ func TestSlowReaders(t *testing.T) {
 			c.Close()
 		}
 	}()
-	body := `{"model":"m","stream":true}`
+	// A prompt of a realistic size: the proxy reads it to find the model,
+	// and must not keep it for the stream's life.
+	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 1000) + `"}]}`
 	for range clients {
 		c, err := net.Dial("tcp", p.proxy)
 		if err != nil {
