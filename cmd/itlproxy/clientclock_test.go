@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+
+	"github.com/itlproxy/itlproxy/metrics/metricstest"
+)
+
+// agreeWithClientClock checks what /metrics says of one stream against
+// what the client saw on its own clock: TTFT and ITL counts exact, their
+// sums within 2% and 3 ms, output tokens from the usage.
+func agreeWithClientClock(t *testing.T, families metricstest.Families, cs clientStream, endpoint string, tokens int) {
+	t.Helper()
+	clientTTFT := cs.arrivals[0].Sub(cs.sent).Seconds()
+	clientITL := cs.arrivals[len(cs.arrivals)-1].Sub(cs.arrivals[0]).Seconds()
+	n, proxyTTFT := families.Histogram("itlproxy_time_to_first_token_seconds", "model", cs.model, "endpoint", endpoint)
+	if n != 1 {
+		t.Errorf("%s: TTFT count %d, want 1", cs.model, n)
+	}
+	n, proxyITL := families.Histogram("itlproxy_inter_token_latency_seconds", "model", cs.model, "endpoint", endpoint)
+	if n != uint64(tokens-1) {
+		t.Errorf("%s: ITL count %d, want %d", cs.model, n, tokens-1)
+	}
+	for _, c := range []struct {
+		what          string
+		proxy, client float64
+	}{{"TTFT", proxyTTFT, clientTTFT}, {"ITL sum", proxyITL, clientITL}} {
+		diff := math.Abs(c.proxy - c.client)
+		t.Logf("%s %s %s: proxy %.2fms, client %.2fms", endpoint, cs.model, c.what, c.proxy*1000, c.client*1000)
+		if diff > 0.003 || diff > 0.02*c.client {
+			t.Errorf("%s %s %s: proxy %.2fms vs client %.2fms: off by %.2fms, want within 2%% and 3ms",
+				endpoint, cs.model, c.what, c.proxy*1000, c.client*1000, diff*1000)
+		}
+	}
+	if v := families.Value("itlproxy_output_tokens_total", "model", cs.model, "endpoint", endpoint); v != float64(tokens) {
+		t.Errorf("%s: output tokens %v, want %d", cs.model, v, tokens)
+	}
+}
+
+// clientStream is what the client saw of one stream, on its own clock.
+type clientStream struct {
+	model       string
+	sent        time.Time   // the request was written to the connection
+	arrivals    []time.Time // when each event carrying content arrived
+	content     string      // the content the SDK decoded
+	err         error
+	totalTokens int64
+}
+
+// arrivalClock is the client's own clock: a transport that stamps each
+// event carrying content as its bytes arrive, before the SDK decodes it,
+// so that the SDK's decoding time does not count as latency.
+type arrivalClock struct {
+	mu      sync.Mutex
+	streams map[string]*clientStream // by model
+}
+
+func (c *arrivalClock) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	c.mu.Lock()
+	cs := &clientStream{} // a request of no interest, stamped anyway
+	for model, s := range c.streams {
+		if bytes.Contains(body, []byte(`"model":"`+model+`"`)) {
+			cs = s
+		}
+	}
+	c.mu.Unlock()
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { cs.sent = time.Now() },
+	}))
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil {
+		resp.Body = &stampingBody{ReadCloser: resp.Body, cs: cs}
+	}
+	return resp, err
+}
+
+// tokenEvent matches the token events of formatFor, in any API.
+var tokenEvent = regexp.MustCompile(`"(content|delta|text)":"w\d`)
+
+type stampingBody struct {
+	io.ReadCloser
+	cs      *clientStream
+	pending []byte
+}
+
+func (b *stampingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	now := time.Now()
+	b.pending = append(b.pending, p[:n]...)
+	for {
+		i := bytes.Index(b.pending, []byte("\n\n"))
+		if i < 0 {
+			break
+		}
+		if tokenEvent.Match(b.pending[:i]) {
+			b.cs.arrivals = append(b.cs.arrivals, now)
+		}
+		b.pending = b.pending[i+2:]
+	}
+	return n, err
+}
+
+// TestEndToEndAgainstClientClock drives the real binary's run() with the
+// official OpenAI Go client and checks what /metrics says against the
+// client's own clock: counts exact, TTFT and ITL sums per stream within 2%
+// and 3 ms.
+func TestEndToEndAgainstClientClock(t *testing.T) {
+	const streams, tokens = 8, 40
+	up := httptest.NewServer(scheduledUpstream{randomSchedule(tokens)})
+	defer up.Close()
+	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
+
+	client, results := clockedOpenAIClient(in, streams)
+	staggered(results, func(cs *clientStream) {
+		stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+			Model:         cs.model,
+			Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("count to forty")},
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		})
+		for stream.Next() {
+			chunk := stream.Current()
+			if len(chunk.Choices) > 0 {
+				cs.content += chunk.Choices[0].Delta.Content
+			}
+			if chunk.Usage.CompletionTokens > 0 {
+				cs.totalTokens = chunk.Usage.CompletionTokens
+			}
+		}
+		cs.err = stream.Err()
+	})
+
+	var wantContent strings.Builder
+	for i := range tokens {
+		fmt.Fprintf(&wantContent, "w%d ", i)
+	}
+	// The proxy records a stream as its handler returns, which can be just
+	// after the client has read the end: wait for all of them.
+	var families metricstest.Families
+	waitFor(t, "every stream to be recorded", 5*time.Second, func() bool {
+		families = in.scrape()
+		return families.Value("itlproxy_streams_total") == streams+1
+	})
+	for _, cs := range results {
+		if cs.err != nil || cs.content != wantContent.String() || cs.totalTokens != tokens || len(cs.arrivals) != tokens {
+			t.Errorf("%s: client got %q (%v), usage %d, %d stamped", cs.model, cs.content, cs.err, cs.totalTokens, len(cs.arrivals))
+			continue
+		}
+		agreeWithClientClock(t, families, cs, "chat_completions", tokens)
+		if v := families.Value("itlproxy_streams_total", "model", cs.model, "outcome", "completed"); v != 1 {
+			t.Errorf("%s: completed streams %v, want 1", cs.model, v)
+		}
+	}
+	if strings.Contains(in.stderr.String(), "sk-test") {
+		t.Error("the API key reached the log")
+	}
+}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/itlproxy/itlproxy/metrics/metricstest"
+)
+
+// TestMain lets a test run the real main in a child process, to check exit
+// statuses from outside.
+func TestMain(m *testing.M) {
+	if os.Getenv("ITLPROXY_TEST_RUN_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// freeAddr returns a loopback address nothing listens on, with a port
+// below the kernel's ephemeral range, so that no outgoing connection of a
+// concurrent test takes it before it is used.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	for range 100 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port")
+	return ""
+}
+
+// instance is run() serving in the background.
+type instance struct {
+	t              *testing.T
+	proxy, admin   string
+	stdout, stderr *lockedBuffer
+	stop           context.CancelFunc // the signal
+	finished       chan struct{}      // closed when run has returned err
+	err            error
+}
+
+// wait waits for run to return and returns its error.
+func (in *instance) wait(limit time.Duration) error {
+	in.t.Helper()
+	select {
+	case <-in.finished:
+		return in.err
+	case <-time.After(limit):
+		in.t.Fatalf("itlproxy did not stop within %v", limit)
+		return nil
+	}
+}
+
+// start runs itlproxy with args and environ, listening on ports the
+// system picks, reads the bound addresses from its start-up log line, and
+// waits until /readyz answers.
+func start(t *testing.T, args []string, environ map[string]string) *instance {
+	t.Helper()
+	in := &instance{t: t, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, finished: make(chan struct{})}
+	env := map[string]string{"ITLPROXY_LISTEN_ADDR": "127.0.0.1:0", "ITLPROXY_ADMIN_ADDR": "127.0.0.1:0"}
+	for k, v := range environ {
+		env[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in.stop = cancel
+	go func() {
+		in.err = run(ctx, args, env, in.stdout, in.stderr)
+		close(in.finished)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		in.wait(10 * time.Second)
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if in.admin == "" {
+			in.proxy, in.admin = startedAddrs(in.stderr.String())
+		}
+		resp, err := http.Get("http://" + in.admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return in
+			}
+		}
+		select {
+		case <-in.finished:
+			t.Fatalf("itlproxy exited: %v\n%s", in.err, in.stderr)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("itlproxy not ready after 10s\n%s", in.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startedAddrs reads the listen addresses from the start-up log line.
+func startedAddrs(log string) (proxy, admin string) {
+	for _, line := range strings.Split(log, "\n") {
+		var entry struct {
+			Msg       string `json:"msg"`
+			ProxyAddr string `json:"proxy_addr"`
+			AdminAddr string `json:"admin_addr"`
+		}
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "itlproxy started" {
+			return entry.ProxyAddr, entry.AdminAddr
+		}
+	}
+	return "", ""
+}
+
+// scrape reads /metrics as Prometheus does.
+func (in *instance) scrape() metricstest.Families {
+	in.t.Helper()
+	resp, err := http.Get("http://" + in.admin + "/metrics")
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	families, err := metricstest.Parse(resp.Body)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	return families
+}
+
+func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// scheduledUpstream streams, for each model, a role chunk, then tokens
+// after the TTFT and gaps its schedule gives, then usage and [DONE].
+type scheduledUpstream struct {
+	schedule func(model string) (ttft time.Duration, gaps []time.Duration)
+}
+
+// randomSchedule gives each model "mN" its own TTFT and jittered gaps,
+// drawn from N, for the given number of tokens.
+func randomSchedule(tokens int) func(string) (time.Duration, []time.Duration) {
+	return func(model string) (time.Duration, []time.Duration) {
+		var n uint64
+		fmt.Sscanf(model, "m%d", &n)
+		rng := rand.New(rand.NewPCG(n, 99))
+		ttft := time.Duration(60+rng.IntN(120)) * time.Millisecond
+		gaps := make([]time.Duration, tokens-1)
+		for i := range gaps {
+			gaps[i] = time.Duration(2+rng.IntN(40)) * time.Millisecond
+		}
+		return ttft, gaps
+	}
+}
+
+func (u scheduledUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var model string
+	if i := bytes.Index(body, []byte(`"model":"`)); i >= 0 {
+		rest := body[i+len(`"model":"`):]
+		model = string(rest[:bytes.IndexByte(rest, '"')])
+	}
+	ttft, gaps := u.schedule(model)
+	tokens := len(gaps) + 1
+	f := formatFor(r.URL.Path, model)
+	send := rawEventWriter(w)
+	for _, ev := range f.start {
+		if !send(ev) {
+			return
+		}
+	}
+	wait := ttft
+	for i := range tokens {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(wait):
+		}
+		if !send(f.token(i)) {
+			return
+		}
+		if i < len(gaps) {
+			wait = gaps[i]
+		}
+	}
+	for _, ev := range f.end(tokens) {
+		send(ev)
+	}
+}
+
+// streamFormat is how an API's stream says the same thing: events before
+// the first token, each token ("w<i> "), the events after the last.
+type streamFormat struct {
+	start []string
+	token func(i int) string
+	end   func(tokens int) []string
+}
+
+// formatFor returns the stream format of the API at path, each event as
+// its lines (without the blank line that ends it); the Responses and
+// Messages APIs name their events.
+func formatFor(path, model string) streamFormat {
+	switch path {
+	case "/v1/responses":
+		return streamFormat{
+			start: []string{named("response.created", `{"type":"response.created","response":{"id":"r","status":"in_progress","usage":null}}`)},
+			token: func(i int) string {
+				return named("response.output_text.delta", fmt.Sprintf(`{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"w%d "}`, i))
+			},
+			end: func(n int) []string {
+				return []string{named("response.completed", fmt.Sprintf(`{"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":5,"output_tokens":%d,"total_tokens":%d}}}`, n, n+5))}
+			},
+		}
+	case "/v1/messages":
+		return streamFormat{
+			start: []string{
+				named("message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"`+model+`","usage":{"input_tokens":5,"output_tokens":1}}}`),
+				named("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
+				named("ping", `{"type":"ping"}`),
+			},
+			token: func(i int) string {
+				return named("content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"w%d "}}`, i))
+			},
+			end: func(n int) []string {
+				return []string{named("content_block_stop", `{"type":"content_block_stop","index":0}`),
+					named("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":%d}}`, n)),
+					named("message_stop", `{"type":"message_stop"}`)}
+			},
+		}
+	}
+	head := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"` + model + `",`
+	return streamFormat{
+		start: []string{head + `"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`},
+		token: func(i int) string {
+			return head + fmt.Sprintf(`"choices":[{"index":0,"delta":{"content":"w%d "}}]}`, i)
+		},
+		end: func(n int) []string {
+			return []string{head + `"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`,
+				head + fmt.Sprintf(`"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}`, n, n+5),
+				"data: [DONE]"}
+		},
+	}
+}
+
+// named returns the lines of an event with a name.
+func named(name, data string) string { return "event: " + name + "\ndata: " + data }
+
+// rawEventWriter starts an event stream on w and returns a function that
+// sends one event, given its lines, and flushes it, reporting whether the
+// client is still there.
+func rawEventWriter(w http.ResponseWriter) func(lines string) bool {
+	w.Header().Set("Content-Type", "text/event-stream")
+	rc := http.NewResponseController(w)
+	return func(lines string) bool {
+		_, err := io.WriteString(w, lines+"\n\n")
+		return err == nil && rc.Flush() == nil
+	}
+}
+
+// eventWriter is rawEventWriter for events that are one data line.
+func eventWriter(w http.ResponseWriter) func(data string) bool {
+	send := rawEventWriter(w)
+	return func(data string) bool { return send("data: " + data) }
+}
