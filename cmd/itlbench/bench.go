@@ -30,6 +30,7 @@ type bench struct {
 	start, deadline time.Time // deadline: zero without -duration
 	started         atomic.Int64
 	inFlight        atomic.Int64
+	peakInFlight    atomic.Int64 // of the measured run
 	sessions        atomic.Int64
 	pacer           *pacer // nil without -rate
 }
@@ -169,6 +170,7 @@ func (b *bench) warmup(ctx context.Context) {
 	})
 	b.picks.Store(0)
 	b.sessions.Store(0)
+	b.peakInFlight.Store(0)
 	for i, s := range b.stats {
 		b.stats[i] = newModelStats(s.name)
 	}
@@ -200,6 +202,13 @@ func (b *bench) workers(ctx context.Context, n int, more func() bool) {
 		})
 	}
 	wg.Wait()
+}
+
+// enter counts a request in flight.
+func (b *bench) enter() {
+	n := b.inFlight.Add(1)
+	for peak := b.peakInFlight.Load(); n > peak && !b.peakInFlight.CompareAndSwap(peak, n); peak = b.peakInFlight.Load() {
+	}
 }
 
 // more claims the next request, or reports that the run is over.

@@ -42,6 +42,8 @@ func faultyUpstream(w http.ResponseWriter, r *http.Request) {
 	case "cut":
 		events(3)
 		panic(http.ErrAbortHandler) // the connection drops mid-stream
+	case "no-done":
+		events(3) // and the body ends cleanly, as a proxy's cut may look
 	case "partial":
 		events(2)
 		io.WriteString(w, `data: {"choices":[{"delta":`) // ends inside an event
@@ -101,6 +103,28 @@ func TestErrorAccounting(t *testing.T) {
 	}
 }
 
+// TestEndedWithoutDone: a stream whose body ends cleanly between events,
+// without [DONE], succeeds (as itlproxy counts it) and is counted apart,
+// with a warning: it is how a proxy's cut can look to a client.
+func TestEndedWithoutDone(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(faultyUpstream))
+	defer up.Close()
+	rep, out, err := benchJSON(t, context.Background(), "-url", up.URL+"/v1", "-model", "ok,no-done", "-requests", "4", "-c", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if a := rep.Total; a.Requests != (requests{Sent: 4, OK: 4}) || a.EndedWithoutDone != 2 || rep.PerModel[1].EndedWithoutDone != 2 {
+		t.Errorf("requests %+v, ended without [DONE] %d (no-done: %d); want 4 ok, 2", a.Requests, a.EndedWithoutDone, rep.PerModel[1].EndedWithoutDone)
+	}
+	var text bytes.Buffer
+	if err := run(context.Background(), []string{"-url", up.URL + "/v1", "-model", "no-done", "-requests", "1"}, &text, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "1 streams counted ok ended without [DONE]") {
+		t.Errorf("no warning in the report:\n%s", text.String())
+	}
+}
+
 // TestConnectErrors: nothing listens; every request fails to connect,
 // the report says so, and run fails.
 func TestConnectErrors(t *testing.T) {
@@ -147,8 +171,8 @@ func TestJSONSchema(t *testing.T) {
 		v    any
 		want string
 	}{
-		{"top level", doc, "concurrency duration_seconds elapsed_seconds endpoint headers include_usage max_requests max_tokens models per_model percentile_method rate schema_version started stream target total turns"},
-		{"total", total, "duration errors invalid_events itl model output_tokens output_tokens_per_second requests requests_per_second token_events tokens_from tpot ttft"},
+		{"top level", doc, "concurrency duration_seconds elapsed_seconds endpoint headers include_usage max_requests max_tokens models peak_in_flight per_model percentile_method rate schema_version started stream target total turns"},
+		{"total", total, "duration ended_without_done errors invalid_events itl model output_tokens output_tokens_per_second requests requests_per_second token_events tokens_from tpot ttft"},
 		{"requests", total["requests"], "canceled failed ok sent"},
 		{"ttft", total["ttft"], "count max mean min p50 p90 p99 p99_9 sum"},
 		{"errors", total["errors"], "by_status connect http_status messages stream_cut stream_error timeout"},
@@ -184,6 +208,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-prompt", "a", "-prompt-file", "/nonexistent"}, []string{"-prompt and -prompt-file: give one", "-prompt-file: open /nonexistent"}},
 		{[]string{"http://127.0.0.1/v1"}, []string{`unexpected argument "http://127.0.0.1/v1"`}},
 		{[]string{"upstream", "-tokens", "0", "-jitter", "2"}, []string{"-tokens 0: want at least 1", "-jitter and -spike-prob: want 0 to 1"}},
+		{[]string{"-watch-pid", "12,x"}, []string{`-watch-pid "12,x": want process ids, comma-separated`}},
+		{[]string{"plainproxy", "-upstream", "ftp://x"}, []string{`-upstream "ftp://x": want an http or https URL with a host`}},
 	} {
 		err := run(context.Background(), c.args, io.Discard, io.Discard)
 		var ue *usageError

@@ -54,6 +54,7 @@ type config struct {
 	jsonOut    bool
 	progress   string // auto, always, never
 	compareURL string
+	watchPIDs  []int
 }
 
 // weighted is a model and its share of the requests.
@@ -72,6 +73,8 @@ usage:
   itlbench [flags]             run a load and report
   itlbench upstream [flags]    serve a simulated upstream with fixed timing
                                (itlbench upstream -h)
+  itlbench plainproxy [flags]  serve Go's plain httputil.ReverseProxy, the
+                               baseline of itlproxy's cost (itlbench plainproxy -h)
 
 Flags take one dash or two (-c 10, --c=10) and come before any argument.
 
@@ -150,13 +153,10 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON on stdout")
 	fs.StringVar(&cfg.progress, "progress", "auto", "live progress line on stderr, `when`: auto (when stderr is a terminal), always, never")
 	fs.StringVar(&cfg.compareURL, "compare-metrics", "", "itlproxy's /metrics `URL`: scrape before and after the run and compare its TTFT,\nITL and TPOT with the client's")
+	watch := fs.String("watch-pid", "", "report the CPU time and memory of these processes (`PID[,PID...]`, summed; Linux's\n/proc) over the measured run: the cost of the server or proxy under the load")
 
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			writeUsage(stdout, fs, loadUsageHead, loadUsageTail)
-			return cfg, true, nil
-		}
-		return cfg, false, &usageError{err}
+	if help, err := parseFlags(fs, args, stdout, loadUsageHead, loadUsageTail); help || err != nil {
+		return cfg, help, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, false, &usageError{fmt.Errorf("unexpected argument %q (flags come first; the target is -url)", fs.Arg(0))}
@@ -245,6 +245,11 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 			bad("-compare-metrics compares streams: it needs -stream")
 		}
 	}
+	if *watch != "" {
+		if cfg.watchPIDs, err = parsePIDs(*watch); err != nil {
+			bad("-watch-pid %v", err)
+		}
+	}
 	if len(errs) > 0 {
 		return cfg, false, &usageError{errors.Join(errs...)}
 	}
@@ -289,6 +294,20 @@ func parseModels(s string) ([]weighted, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// parseFlags parses a command line; help is true when it asked for the
+// usage, which is then written to stdout (head, the flags, tail).
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, head, tail string) (help bool, err error) {
+	err = fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		writeUsage(stdout, fs, head, tail)
+		return true, nil
+	case err != nil:
+		return false, &usageError{err}
+	}
+	return false, nil
 }
 
 // writeUsage writes head, every flag with its default, and tail.

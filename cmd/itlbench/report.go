@@ -24,31 +24,33 @@ var quantiles = []struct {
 
 // report is the run's outcome, as --json prints it.
 type report struct {
-	SchemaVersion    int           `json:"schema_version"`
-	Target           string        `json:"target"`
-	Endpoint         string        `json:"endpoint"`
-	Stream           bool          `json:"stream"`
-	IncludeUsage     bool          `json:"include_usage"`
-	Concurrency      int           `json:"concurrency"`
-	Rate             float64       `json:"rate"`
-	DurationSeconds  float64       `json:"duration_seconds"`
-	MaxRequests      int64         `json:"max_requests"`
-	MaxTokens        int           `json:"max_tokens"`
-	Models           []weighted    `json:"models"`
-	Headers          []string      `json:"headers"`
-	SessionHeader    string        `json:"session_header,omitempty"`
-	Turns            int           `json:"turns"`
-	Started          time.Time     `json:"started"`
-	ElapsedSeconds   float64       `json:"elapsed_seconds"`
-	PercentileMethod string        `json:"percentile_method"`
-	Total            resultJSON    `json:"total"`
-	PerModel         []resultJSON  `json:"per_model"`
-	Compare          *comparison   `json:"compare,omitempty"`
-	CompareError     string        `json:"compare_error,omitempty"`
-	compareErr       error         // shown in the text report
-	results          []result      // per model, for the text report
-	all              result        // merged
-	elapsed          time.Duration // start to the end of the last request
+	SchemaVersion    int            `json:"schema_version"`
+	Target           string         `json:"target"`
+	Endpoint         string         `json:"endpoint"`
+	Stream           bool           `json:"stream"`
+	IncludeUsage     bool           `json:"include_usage"`
+	Concurrency      int            `json:"concurrency"`
+	Rate             float64        `json:"rate"`
+	DurationSeconds  float64        `json:"duration_seconds"`
+	MaxRequests      int64          `json:"max_requests"`
+	MaxTokens        int            `json:"max_tokens"`
+	Models           []weighted     `json:"models"`
+	Headers          []string       `json:"headers"`
+	SessionHeader    string         `json:"session_header,omitempty"`
+	Turns            int            `json:"turns"`
+	Started          time.Time      `json:"started"`
+	ElapsedSeconds   float64        `json:"elapsed_seconds"`
+	PeakInFlight     int64          `json:"peak_in_flight"`      // the most requests in flight at once
+	Processes        *processesJSON `json:"processes,omitempty"` // -watch-pid
+	PercentileMethod string         `json:"percentile_method"`
+	Total            resultJSON     `json:"total"`
+	PerModel         []resultJSON   `json:"per_model"`
+	Compare          *comparison    `json:"compare,omitempty"`
+	CompareError     string         `json:"compare_error,omitempty"`
+	compareErr       error          // shown in the text report
+	results          []result       // per model, for the text report
+	all              result         // merged
+	elapsed          time.Duration  // start to the end of the last request
 }
 
 // resultJSON is one model's (or every model's) numbers. Durations are in
@@ -62,6 +64,7 @@ type resultJSON struct {
 	TokensFrom            string     `json:"tokens_from"` // usage, events, mixed, none
 	TokenEvents           int64      `json:"token_events"`
 	InvalidEvents         int64      `json:"invalid_events"`
+	EndedWithoutDone      int64      `json:"ended_without_done"` // streams counted ok whose body ended cleanly before [DONE]
 	TTFT                  distJSON   `json:"ttft"`
 	ITL                   distJSON   `json:"itl"`
 	TPOT                  distJSON   `json:"tpot"`
@@ -116,6 +119,7 @@ func newReport(b *bench, elapsed time.Duration) *report {
 		Turns:            cfg.turns,
 		Started:          b.start.UTC(),
 		ElapsedSeconds:   elapsed.Seconds(),
+		PeakInFlight:     b.peakInFlight.Load(),
 		PercentileMethod: percentileMethod,
 		elapsed:          elapsed,
 	}
@@ -173,6 +177,7 @@ func (r result) json(elapsed time.Duration) resultJSON {
 		TokensFrom:            r.tokensFrom(),
 		TokenEvents:           r.tokenEvents,
 		InvalidEvents:         r.invalidEvents,
+		EndedWithoutDone:      r.noDone,
 		TTFT:                  r.ttft.json(),
 		ITL:                   r.itl.json(),
 		TPOT:                  r.tpot.json(),
@@ -232,9 +237,20 @@ func (r *report) writeText(w io.Writer) error {
 		fmt.Fprintf(&b, ", %d turns per session", r.Turns)
 	}
 	b.WriteString(")\n")
-	fmt.Fprintf(&b, "requests  ok %d, failed %d, canceled %d: %.1f requests/s\n", a.ok, a.failed(), a.canceled, perSecond(a.ok, r.elapsed))
+	fmt.Fprintf(&b, "requests  ok %d, failed %d, canceled %d: %.1f requests/s, at most %d in flight\n",
+		a.ok, a.failed(), a.canceled, perSecond(a.ok, r.elapsed), r.PeakInFlight)
 	fmt.Fprintf(&b, "tokens    %d output tokens (from %s), %d token events: %.1f tokens/s\n",
 		a.outputTokens, a.tokensFrom(), a.tokenEvents, perSecond(a.outputTokens, r.elapsed))
+	if p := r.Processes; p != nil {
+		fmt.Fprintf(&b, "processes %s: %.2fs CPU", strings.Trim(strings.Join(strings.Fields(fmt.Sprint(p.PIDs)), ","), "[]"), p.CPUSeconds)
+		if a.tokenEvents > 0 {
+			fmt.Fprintf(&b, " (%.3g ms per 1,000 token events)", 1e6*p.CPUSeconds/float64(a.tokenEvents))
+		}
+		fmt.Fprintf(&b, ", RSS %.1f MiB before the run, %.1f MiB at its peak\n", float64(p.RSSBeforeBytes)/(1<<20), float64(p.RSSPeakBytes)/(1<<20))
+		if p.Error != "" {
+			fmt.Fprintf(&b, "warning   -watch-pid: %s\n", p.Error)
+		}
+	}
 	if a.failed() > 0 {
 		b.WriteString("errors   ")
 		for k, name := range errKindNames {
@@ -254,6 +270,9 @@ func (r *report) writeText(w io.Writer) error {
 		for _, k := range slices.Sorted(maps.Keys(a.firstErr)) {
 			fmt.Fprintf(&b, "  first %s: %s\n", k, a.firstErr[k])
 		}
+	}
+	if a.noDone > 0 {
+		fmt.Fprintf(&b, "warning   %d streams counted ok ended without [DONE]: the server ended them so, or something between cut them between two events\n", a.noDone)
 	}
 	if a.invalidEvents > 0 {
 		fmt.Fprintf(&b, "warning   %d events or bodies could not be read (not JSON, or over %d bytes)\n", a.invalidEvents, maxEventBytes)

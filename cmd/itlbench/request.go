@@ -77,7 +77,7 @@ func (w *worker) do(ctx context.Context, m int) {
 	b := w.b
 	st := b.stats[m]
 	st.sent.Add(1)
-	b.inFlight.Add(1)
+	b.enter()
 	defer b.inFlight.Add(-1)
 
 	reqCtx, cancel := ctx, context.CancelFunc(func() {})
@@ -144,6 +144,9 @@ func (w *worker) readStream(ctx context.Context, body io.Reader) {
 	case s.done || err == io.EOF && !truncated:
 		// After [DONE] the stream is complete, whatever happens to the
 		// connection next (itlproxy decides the same).
+		if !s.done {
+			s.st.noDone.Add(1)
+		}
 		w.succeeded()
 	case err == io.EOF:
 		s.st.fail(errStreamCut, 0, "the body ended inside an event")

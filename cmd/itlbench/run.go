@@ -17,10 +17,15 @@ var errNoSuccess = errors.New("no request succeeded")
 
 // run is the whole program: main only adds signals and the exit status.
 // A load run returns when it is over (or ctx is canceled), after the
-// report; `upstream` serves until ctx is canceled.
+// report; `upstream` and `plainproxy` serve until ctx is canceled.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "upstream" {
-		return runUpstream(ctx, args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "upstream":
+			return runUpstream(ctx, args[1:], stdout, stderr)
+		case "plainproxy":
+			return runPlainProxy(ctx, args[1:], stdout, stderr)
+		}
 	}
 	cfg, help, err := parseLoadFlags(args, stdout)
 	if err != nil || help {
@@ -45,6 +50,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var watch *procWatch
+	if len(cfg.watchPIDs) > 0 {
+		if watch, err = newProcWatch(cfg.watchPIDs); err != nil {
+			return fmt.Errorf("-watch-pid: %w", err)
+		}
+	}
 	if cfg.warmup > 0 {
 		b.warmup(ctx)
 	}
@@ -56,11 +67,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	stopProgress := startProgress(b, stderr, cfg.progress)
+	if watch != nil {
+		watch.startRun()
+	}
 	b.run(ctx)
 	elapsed := time.Since(b.start)
 	stopProgress()
 
 	rep := newReport(b, elapsed)
+	if watch != nil {
+		rep.Processes = watch.stopRun()
+	}
 	if cfg.compareURL != "" {
 		rep.compareWith(context.WithoutCancel(ctx), cfg.compareURL, before)
 	}

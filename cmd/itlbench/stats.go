@@ -41,6 +41,10 @@ type modelStats struct {
 	// token-bearing events; withUsage counts the requests that reported
 	// usage.
 	outputTokens, tokenEvents, withUsage, invalidEvents atomic.Int64
+	// noDone counts the streams that succeeded without [DONE]: their body
+	// ended cleanly between events. A server may end so; a proxy that cuts
+	// a stream that way hides the cut from the client.
+	noDone atomic.Int64
 
 	mu          sync.Mutex
 	statusCodes map[int]int64
@@ -74,6 +78,7 @@ type result struct {
 	firstErr                  map[string]string
 	outputTokens, tokenEvents int64
 	withUsage, invalidEvents  int64
+	noDone                    int64
 	ttft, itl, tpot, duration dist
 }
 
@@ -87,6 +92,7 @@ func (s *modelStats) result() result {
 		tokenEvents:   s.tokenEvents.Load(),
 		withUsage:     s.withUsage.Load(),
 		invalidEvents: s.invalidEvents.Load(),
+		noDone:        s.noDone.Load(),
 		ttft:          s.ttft.snapshot(),
 		itl:           s.itl.snapshot(),
 		tpot:          s.tpot.snapshot(),
@@ -134,6 +140,7 @@ func (r *result) merge(o result) {
 	r.tokenEvents += o.tokenEvents
 	r.withUsage += o.withUsage
 	r.invalidEvents += o.invalidEvents
+	r.noDone += o.noDone
 	r.ttft.merge(o.ttft)
 	r.itl.merge(o.itl)
 	r.tpot.merge(o.tpot)

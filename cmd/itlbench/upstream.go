@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,8 +30,10 @@ const upstreamUsageTail = `
 Every model name is served with the same timing; -models only sets what
 GET /v1/models lists (and so what itlbench picks when given no -model).
 
-Example:
+Examples:
   itlbench upstream -addr 127.0.0.1:8000 -ttft 50ms -itl 20ms -tokens 128
+  itlbench upstream -addr 127.0.0.1:8443 -tls-cert /tmp/upstream.pem
+  ITLPROXY_UPSTREAM_URL=https://127.0.0.1:8443 ITLPROXY_UPSTREAM_CA_FILE=/tmp/upstream.pem itlproxy
 `
 
 // runUpstream serves the simulated upstream until ctx is canceled.
@@ -46,12 +49,9 @@ func runUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Float64Var(&m.SpikeProb, "spike-prob", 0, "chance (0 to 1) that a gap is a stall of -spike instead")
 	fs.DurationVar(&m.Spike, "spike", time.Second, "length of a stall")
 	models := fs.String("models", "sim", "comma-separated model `names` GET /v1/models lists")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			writeUsage(stdout, fs, upstreamUsageHead, upstreamUsageTail)
-			return nil
-		}
-		return &usageError{err}
+	certFile := fs.String("tls-cert", "", "serve HTTPS (HTTP/2, and HTTP/1.1 to clients that ask for it) with a self-signed\ncertificate for 127.0.0.1, ::1 and localhost made at start, and write it to this `file`\n(PEM) for clients to trust: HTTP/2 carries many streams on one connection")
+	if help, err := parseFlags(fs, args, stdout, upstreamUsageHead, upstreamUsageTail); help || err != nil {
+		return err
 	}
 	var errs []error
 	if fs.NArg() > 0 {
@@ -81,28 +81,24 @@ func runUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return &usageError{errors.Join(errs...)}
 	}
 
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
 	srv := &http.Server{
 		Handler:           llmsim.New(sims...).ServeAnyModel(m),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
-	fmt.Fprintf(stderr, "itlbench upstream: serving http://%s/v1 (ttft %v, itl %v, %d tokens, jitter %g, spikes %g of %v)\n",
-		ln.Addr(), m.TTFT, m.ITL, m.Length, m.Jitter, m.SpikeProb, m.Spike)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
+	scheme := "http"
+	if *certFile != "" {
+		cert, err := selfSigned(*certFile)
+		if err != nil {
+			return fmt.Errorf("-tls-cert: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		scheme = "https"
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
 		return err
-	case <-ctx.Done():
 	}
-	// Streams in flight get a moment to end, then are cut.
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if srv.Shutdown(shutdownCtx) != nil {
-		srv.Close()
-	}
-	return nil
+	fmt.Fprintf(stderr, "itlbench upstream: serving %s://%s/v1 (ttft %v, itl %v, %d tokens, jitter %g, spikes %g of %v)\n",
+		scheme, ln.Addr(), m.TTFT, m.ITL, m.Length, m.Jitter, m.SpikeProb, m.Spike)
+	return serveUntil(ctx, srv, ln)
 }
