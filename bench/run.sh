@@ -1,0 +1,435 @@
+#!/usr/bin/env bash
+# Issue 6's benchmarks in one command (BENCHMARKS.md explains the method).
+#
+#   bench/run.sh --smoke    reduced sizes, a few minutes: proves every part works
+#   bench/run.sh --full     the published sizes: 100/1,000/5,000 streams, 10,000
+#
+# One fast simulated upstream (itlbench upstream, fixed TTFT and ITL); for
+# each number of streams and each target (direct, itlproxy, Go's plain
+# httputil.ReverseProxy, nginx, HAProxy, Caddy), a fresh proxy process, an
+# itlbench warm-up, then a measured itlbench run that also reads the
+# proxy's CPU time and RSS from /proc (-watch-pid). Then the 10,000-stream
+# run through itlproxy, a CPU profile of itlproxy, and the Go
+# microbenchmarks. Raw results go to bench/results/<mode>/; bench/tabulate
+# turns them into the Markdown tables it prints and writes into
+# BENCHMARKS.md between the mode's markers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+usage() {
+	cat <<'EOF'
+usage: bench/run.sh [--smoke | --full] [options]
+
+  --smoke              50/200/500 streams for 5s each, a 500-stream "big" run,
+                       microbenchmarks at 2000x (the default mode)
+  --full               100/1,000/5,000 streams for 30s each, the 10,000-stream run,
+                       microbenchmarks at 1s x 5
+  --streams "A B C"    override the numbers of concurrent streams
+  --duration D         override each measured run's length (e.g. 10s)
+  --targets "T ..."    among: direct itlproxy plain nginx haproxy caddy (default: all)
+  --nice N             run everything at this niceness (default 0; 19 on a shared machine)
+  --no-big             skip the big (10,000-stream) run
+  --no-profile         skip the CPU profile of itlproxy
+  --no-micro           skip the Go microbenchmarks
+  --no-install         never apt-get install (missing servers are skipped)
+  --no-write           do not rewrite BENCHMARKS.md (tables are still printed)
+  -h, --help           this text
+EOF
+}
+
+mode=smoke streams="" duration="" targets="direct itlproxy plain nginx haproxy caddy"
+niceness=0 do_big=1 do_profile=1 do_micro=1 do_install=1 do_write=1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--smoke) mode=smoke ;;
+	--full) mode=full ;;
+	--streams) streams=$2; shift ;;
+	--duration) duration=$2; shift ;;
+	--targets) targets=$2; shift ;;
+	--nice) niceness=$2; shift ;;
+	--no-big) do_big=0 ;;
+	--no-profile) do_profile=0 ;;
+	--no-micro) do_micro=0 ;;
+	--no-install) do_install=0 ;;
+	--no-write) do_write=0 ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "bench/run.sh: unknown argument $1" >&2; usage >&2; exit 2 ;;
+	esac
+	shift
+done
+
+# The upstream of the comparison: every stream is a role chunk, 64 token
+# events 20 ms apart after a 50 ms TTFT, usage and [DONE] (67 events).
+up_ttft_ms=50 up_itl_ms=20 up_tokens=64
+stream_ms=$((up_ttft_ms + (up_tokens - 1) * up_itl_ms))
+if [ "$mode" = full ]; then
+	: "${streams:=100 1000 5000}" "${duration:=30s}"
+	big_streams=10000 big_ttft=1s big_itl=1s big_tokens=60 big_ramp=20s
+	micro_benchtime=1s micro_count=5
+	profile_streams=1000 profile_seconds=20
+else
+	: "${streams:=50 200 500}" "${duration:=5s}"
+	big_streams=500 big_ttft=200ms big_itl=200ms big_tokens=20 big_ramp=1s
+	micro_benchtime=2000x micro_count=1
+	profile_streams=200 profile_seconds=8
+fi
+out=$root/bench/results/$mode
+work=$(mktemp -d /tmp/itlbench-run.XXXXXX)
+chmod 755 "$work"
+nice_cmd=(nice -n "$niceness")
+
+log() { printf '%s bench: %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# Every process this script starts is recorded here and ended by its id.
+pids=()
+cleanup() {
+	local status=$? pid
+	for pid in "${pids[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for pid in "${pids[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	if [ "$status" != 0 ] && [ -d "$out" ]; then
+		mkdir -p "$out/logs"
+		cp "$work"/*.log "$work"/*/*.log "$out/logs/" 2>/dev/null || true
+		log "failed: the processes' logs are in ${out#"$root"/}/logs"
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- packages -----------------------------------------------------------
+need_pkgs=()
+command -v curl >/dev/null || need_pkgs+=(curl)
+for t in $targets; do
+	case $t in
+	nginx) command -v nginx >/dev/null || need_pkgs+=(nginx-light) ;;
+	haproxy) command -v haproxy >/dev/null || need_pkgs+=(haproxy) ;;
+	caddy) command -v caddy >/dev/null || need_pkgs+=(caddy) ;;
+	esac
+done
+if [ ${#need_pkgs[@]} -gt 0 ] && [ "$do_install" = 1 ] && [ "$(id -u)" -eq 0 ]; then
+	log "apt-get install ${need_pkgs[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get install -y --no-install-recommends "${need_pkgs[@]}" >/dev/null 2>&1 ||
+		{ apt-get update >/dev/null && apt-get install -y --no-install-recommends "${need_pkgs[@]}" >/dev/null; }
+	# Debian's packages start their own server where systemd runs; these
+	# runs start their own on other ports.
+	for s in nginx haproxy caddy; do
+		command -v systemctl >/dev/null && systemctl stop "$s" >/dev/null 2>&1 || true
+	done
+fi
+command -v curl >/dev/null || die "curl is needed (apt-get install curl)"
+skipped=""
+kept=""
+for t in $targets; do
+	case $t in
+	nginx | haproxy | caddy)
+		if ! command -v "$t" >/dev/null; then
+			skipped="$skipped $t(not installed)"
+			continue
+		fi
+		;;
+	direct | itlproxy | plain) ;;
+	*) die "unknown target $t" ;;
+	esac
+	kept="$kept $t"
+done
+targets=$kept
+
+# --- limits -------------------------------------------------------------
+# Each proxied stream holds two sockets in the proxy (client and upstream):
+# 5,000 streams need about 10,000 descriptors, 10,000 about 20,000.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+nofile=$(ulimit -n)
+max_streams=0
+for c in $streams; do max_streams=$((c > max_streams ? c : max_streams)); done
+if [ $((2 * max_streams + 256)) -gt "$nofile" ]; then
+	die "$max_streams streams need $((2 * max_streams + 256)) open files per proxy; the limit is $nofile"
+fi
+# Each proxy stopped leaves its upstream connections in TIME_WAIT for a
+# minute, all to the one upstream port: without reuse on loopback (Linux's
+# default, 2) the next proxies could run out of ports.
+tw_reuse=$(cat /proc/sys/net/ipv4/tcp_tw_reuse 2>/dev/null || echo "?")
+if [ "$tw_reuse" = 0 ] && [ "$max_streams" -ge 1000 ]; then
+	log "warning: net.ipv4.tcp_tw_reuse is 0: thousands of streams per run may exhaust loopback ports (sysctl -w net.ipv4.tcp_tw_reuse=2)"
+fi
+
+# --- build --------------------------------------------------------------
+log "go build itlproxy, itlbench"
+mkdir -p "$work/bin"
+go build -o "$work/bin/itlproxy" ./cmd/itlproxy
+go build -o "$work/bin/itlbench" ./cmd/itlbench
+itlbench=$work/bin/itlbench itlproxy=$work/bin/itlproxy
+
+rm -rf "$out"
+mkdir -p "$out"
+
+# --- helpers ------------------------------------------------------------
+# A port that nothing listens on, below the kernel's ephemeral range so
+# that outgoing connections are never given it.
+used_ports=" "
+free_port() {
+	local low p
+	read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+	for _ in $(seq 500); do
+		p=$((10000 + RANDOM % (low - 10000)))
+		if [[ $used_ports != *" $p "* ]] && [ -z "$(ss -Htln "sport = :$p")" ]; then
+			used_ports="$used_ports$p "
+			REPLY=$p
+			return
+		fi
+	done
+	die "no free port found"
+}
+
+# wait_http URL [CURL_ARGS...]: until URL answers 2xx, at most 15 s.
+wait_http() {
+	local i
+	for i in $(seq 150); do
+		curl -fsS -o /dev/null --max-time 1 "${@:2}" "$1" 2>/dev/null && return
+		sleep 0.1
+	done
+	die "$1 did not answer in 15s (logs: $work/*.log)"
+}
+
+# start NAME CMD...: starts a process in the background, logging to
+# $work/NAME.log; its id is in $REPLY.
+start() {
+	local name=$1
+	shift
+	"${nice_cmd[@]}" "$@" >"$work/$name.log" 2>&1 &
+	REPLY=$!
+	pids+=("$REPLY")
+}
+
+# stop PID: SIGTERM, then SIGKILL after 10 s.
+stop() {
+	local pid=$1 i
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for i in $(seq 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	local kept=()
+	for p in "${pids[@]}"; do [ "$p" = "$pid" ] || kept+=("$p"); done
+	pids=("${kept[@]}")
+}
+
+children() { ps -o pid= --ppid "$1" | tr -d ' ' | paste -sd, -; }
+
+# start_target NAME UPSTREAM_URL [ENV...]: starts a fresh proxy to the
+# upstream and sets target_url, target_pid (what to stop) and watch (the
+# processes whose CPU and memory are read: the workers, where there are).
+start_target() {
+	local name=$1 up=$2
+	shift 2
+	local dir=$work/$name port
+	mkdir -p "$dir"
+	chmod 755 "$dir"
+	watch="" target_pid=""
+	if [ "$name" = direct ]; then
+		target_url=$up
+		return
+	fi
+	free_port
+	port=$REPLY
+	target_url=http://127.0.0.1:$port
+	local uphostport=${up#*://}
+	case $name in
+	itlproxy)
+		free_port
+		admin_url=http://127.0.0.1:$REPLY
+		start itlproxy env ITLPROXY_UPSTREAM_URL="$up" ITLPROXY_LISTEN_ADDR="127.0.0.1:$port" \
+			ITLPROXY_ADMIN_ADDR="${admin_url#http://}" "$@" "$itlproxy"
+		target_pid=$REPLY
+		wait_http "$admin_url/readyz"
+		;;
+	plain)
+		start plain "$itlbench" plainproxy -addr "127.0.0.1:$port" -upstream "$up"
+		target_pid=$REPLY
+		;;
+	nginx)
+		mkdir -p "$dir/tmp"
+		sed -e "s|@PORT@|$port|g" -e "s|@UPSTREAM@|$uphostport|g" -e "s|@DIR@|$dir|g" \
+			-e "s|@CONNS@|$((2 * max_streams + 256))|g" -e "s|@NOFILE@|$nofile|g" \
+			bench/nginx.conf >"$dir/nginx.conf"
+		start nginx nginx -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log"
+		target_pid=$REPLY
+		;;
+	haproxy)
+		sed -e "s|@PORT@|$port|g" -e "s|@UPSTREAM@|$uphostport|g" \
+			-e "s|@MAXCONN@|$((max_streams + 256))|g" -e "s|@THREADS@|$(nproc)|g" \
+			bench/haproxy.cfg >"$dir/haproxy.cfg"
+		start haproxy haproxy -f "$dir/haproxy.cfg" -db
+		target_pid=$REPLY
+		;;
+	caddy)
+		sed -e "s|@PORT@|$port|g" -e "s|@UPSTREAM@|$uphostport|g" bench/Caddyfile >"$dir/Caddyfile"
+		start caddy env HOME="$dir" XDG_CONFIG_HOME="$dir" XDG_DATA_HOME="$dir" \
+			caddy run --config "$dir/Caddyfile" --adapter caddyfile
+		target_pid=$REPLY
+		;;
+	esac
+	wait_http "$target_url/v1/models"
+	watch=$target_pid
+	if [ "$name" = nginx ]; then
+		# The master only supervises; the workers carry the traffic.
+		local i
+		for i in $(seq 50); do
+			watch=$(children "$target_pid")
+			[ "$(echo "$watch" | tr ',' '\n' | grep -c .)" -ge "$(nproc)" ] && break
+			sleep 0.1
+		done
+	fi
+	sleep 1 # idle: the memory before any stream
+}
+
+# bench_run OUT ARGS...: itlbench -json into OUT, the log next to it.
+bench_run() {
+	local json=$1
+	shift
+	if ! "${nice_cmd[@]}" "$itlbench" -json -progress never -model sim ${watch:+-watch-pid "$watch"} "$@" \
+		>"$json" 2>"${json%.json}.log"; then
+		log "itlbench failed (see ${json#"$root"/} and its .log)"
+	fi
+	[ -s "${json%.json}.log" ] || rm -f "${json%.json}.log"
+}
+
+errors_of() {
+	# The client's failed requests, from its report.
+	grep -o '"failed": [0-9]*' "$1" | head -1 | grep -o '[0-9]*$' || echo "?"
+}
+
+# --- environment ----------------------------------------------------------
+{
+	echo "mode=$mode"
+	echo "date=$(date -u +%Y-%m-%dT%H:%MZ)"
+	# -dirty: the code differs from the commit (results of earlier runs aside).
+	echo "revision=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- . ':!bench/results' 2>/dev/null || echo -dirty)"
+	echo "go=$(go env GOVERSION)"
+	echo "kernel=$(uname -r)"
+	echo "cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+	echo "cores=$(nproc)"
+	echo "nofile=$nofile"
+	echo "tcp_tw_reuse=$tw_reuse"
+	echo "nice=$niceness"
+	echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "upstream=ttft ${up_ttft_ms}ms, itl ${up_itl_ms}ms, $up_tokens tokens"
+	echo "streams=$streams"
+	echo "duration=$duration"
+	echo "targets=$targets"
+	echo "skipped=$skipped"
+	command -v nginx >/dev/null && echo "nginx=$(nginx -v 2>&1 | sed 's|.*/||')"
+	command -v haproxy >/dev/null && echo "haproxy=$(haproxy -v | head -1 | awk '{print $3}')"
+	command -v caddy >/dev/null && echo "caddy=$(caddy version | awk '{print $1}')"
+} >"$out/env.txt"
+
+# --- the comparison -------------------------------------------------------
+free_port
+up_port=$REPLY
+start upstream "$itlbench" upstream -addr "127.0.0.1:$up_port" -ttft "${up_ttft_ms}ms" -itl "${up_itl_ms}ms" -tokens "$up_tokens"
+up_pid=$REPLY
+up_url=http://127.0.0.1:$up_port
+wait_http "$up_url/v1/models"
+
+# Workers start evenly over one stream's length, so that streams are
+# spread over the cycle instead of starting and ending together; the
+# warm-up (one stream per worker, left out) opens every connection first.
+ramp=${stream_ms}ms
+for c in $streams; do
+	for t in $targets; do
+		log "$c streams, $t: warm-up, then $duration"
+		start_target "$t" "$up_url"
+		json=$out/load-$(printf %05d "$c")-$t.json
+		bench_run "$json" -url "$target_url/v1" -max-tokens "$up_tokens" -c "$c" -warmup "$c" -ramp "$ramp" \
+			-duration "$duration" -timeout 2m
+		log "  failed requests: $(errors_of "$json")"
+		[ -z "$target_pid" ] || stop "$target_pid"
+	done
+done
+
+# --- profile -------------------------------------------------------------
+if [ "$do_profile" = 1 ] && [[ " $targets " == *" itlproxy "* ]]; then
+	log "CPU profile of itlproxy: $profile_streams streams, ${profile_seconds}s"
+	start_target itlproxy "$up_url" ITLPROXY_PPROF=true
+	bench_run "$out/profile-load.json" -url "$target_url/v1" -max-tokens "$up_tokens" -c "$profile_streams" \
+		-warmup "$profile_streams" -ramp "$ramp" -duration "$((profile_seconds + 2))s" -timeout 2m &
+	load=$!
+	# After the warm-up (about two stream lengths), inside the run.
+	sleep $((2 * stream_ms / 1000 + 2))
+	curl -fsS -o "$out/itlproxy-cpu.pprof" "$admin_url/debug/pprof/profile?seconds=$profile_seconds" ||
+		log "the profile failed"
+	wait "$load" || true
+	stop "$target_pid"
+	if [ -s "$out/itlproxy-cpu.pprof" ]; then
+		{
+			echo "# go tool pprof -top (flat), then -top -cum: itlproxy under $profile_streams streams"
+			go tool pprof -top -nodecount=30 "$itlproxy" "$out/itlproxy-cpu.pprof" 2>/dev/null
+			echo
+			go tool pprof -top -cum -nodecount=30 "$itlproxy" "$out/itlproxy-cpu.pprof" 2>/dev/null
+		} >"$out/profile-top.txt"
+	fi
+fi
+stop "$up_pid"
+
+# --- the big run ----------------------------------------------------------
+if [ "$do_big" = 1 ]; then
+	# HTTP/1.1 to the upstream holds a socket per stream on both sides of
+	# the proxy; where the open-file limit cannot hold that for the full
+	# size, the upstream speaks HTTP/2 over TLS (many streams on one
+	# connection) and the proxy keeps only the clients' sockets. The choice
+	# is made for 10,000 streams in both modes, so that --smoke runs the
+	# path --full will take here.
+	if [ $((2 * 10000 + 256)) -le "$nofile" ]; then big_link=h1; else big_link=h2-tls; fi
+	log "big run: $big_streams streams through itlproxy, upstream over $big_link"
+	free_port
+	big_port=$REPLY
+	big_args=(-addr "127.0.0.1:$big_port" -ttft "$big_ttft" -itl "$big_itl" -tokens "$big_tokens")
+	big_env=()
+	big_url=http://127.0.0.1:$big_port
+	if [ "$big_link" = h2-tls ]; then
+		big_args+=(-tls-cert "$work/upstream.pem")
+		big_url=https://127.0.0.1:$big_port
+		big_env=(ITLPROXY_UPSTREAM_CA_FILE="$work/upstream.pem")
+	fi
+	start big-upstream "$itlbench" upstream "${big_args[@]}"
+	big_up_pid=$REPLY
+	if [ "$big_link" = h2-tls ]; then
+		for _ in $(seq 50); do [ -s "$work/upstream.pem" ] && break; sleep 0.1; done
+		wait_http "$big_url/v1/models" --cacert "$work/upstream.pem"
+	else
+		wait_http "$big_url/v1/models"
+	fi
+	start_target itlproxy "$big_url" "${big_env[@]}"
+	bench_run "$out/big.json" -url "$target_url/v1" -max-tokens "$big_tokens" -c "$big_streams" \
+		-requests "$big_streams" -ramp "$big_ramp" -timeout 5m
+	log "  failed requests: $(errors_of "$out/big.json")"
+	stop "$target_pid"
+	stop "$big_up_pid"
+	{
+		echo "big_streams=$big_streams"
+		echo "big_link=$big_link"
+		echo "big_upstream=ttft $big_ttft, itl $big_itl, $big_tokens tokens; workers started over $big_ramp"
+	} >>"$out/env.txt"
+fi
+
+# --- microbenchmarks ------------------------------------------------------
+if [ "$do_micro" = 1 ]; then
+	log "go test ./proxy -bench . -benchtime $micro_benchtime -count $micro_count"
+	"${nice_cmd[@]}" go test ./proxy -run '^$' -bench . -benchmem -benchtime "$micro_benchtime" \
+		-count "$micro_count" >"$out/micro.txt" 2>&1 || log "the microbenchmarks failed (see micro.txt)"
+fi
+
+echo "load_end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/env.txt"
+
+# --- tables ---------------------------------------------------------------
+write=()
+[ "$do_write" = 1 ] && write=(-write BENCHMARKS.md)
+go run ./bench/tabulate -dir "$out" "${write[@]}"

@@ -1,0 +1,396 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Issue 6's targets.
+const (
+	targetVsNginx      = 1.5  // itlproxy's CPU per event, at most this many times nginx's
+	targetVsPlain      = 1.1  // ... and the plain Go proxy's
+	targetAddedP99Ms   = 1.0  // added p99 gap at 1,000 streams, under this
+	targetAddedStreams = 1000 // ... at this many streams
+	targetKiBPerStream = 64   // RSS per active stream, at most
+	targetNsPerEvent   = 1000 // microbenchmarks: well under this
+)
+
+func (res *results) markdown() string {
+	var b strings.Builder
+	res.header(&b)
+	res.targetsTable(&b)
+	res.latencyTable(&b)
+	res.costTable(&b)
+	res.bigTable(&b)
+	res.microTable(&b)
+	res.profileBlock(&b)
+	return b.String()
+}
+
+func (res *results) header(b *strings.Builder) {
+	e := res.env
+	fmt.Fprintf(b, "Mode `%s`: %s streams, %s measured per run after a warm-up; upstream %s. ",
+		e["mode"], strings.Join(strings.Fields(e["streams"]), ", "), e["duration"], e["upstream"])
+	fmt.Fprintf(b, "Run %s at revision `%s` with %s on %s, %s cores, Linux %s, open-file limit %s; ",
+		e["date"], e["revision"], e["go"], e["cpu"], e["cores"], e["kernel"], e["nofile"])
+	var versions []string
+	for _, k := range []string{"nginx", "haproxy", "caddy"} {
+		if v := e[k]; v != "" {
+			versions = append(versions, targetNames[k]+" "+v)
+		}
+	}
+	if len(versions) > 0 {
+		fmt.Fprintf(b, "%s; ", strings.Join(versions, ", "))
+	}
+	fmt.Fprintf(b, "niceness %s; load average %s at the start, %s at the end.",
+		e["nice"], first(e["load_start"]), first(e["load_end"]))
+	if s := strings.TrimSpace(e["skipped"]); s != "" {
+		fmt.Fprintf(b, " Not run: %s.", s)
+	}
+	b.WriteString("\n\n")
+}
+
+func first(s string) string {
+	if f := strings.Fields(s); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+// series formats a figure of itlproxy at each number of streams.
+func (res *results) series(format func(r *row) (string, bool)) (text string, all bool) {
+	var parts []string
+	all = true
+	for _, n := range res.streams() {
+		r := res.find(n, "itlproxy")
+		if r == nil {
+			continue
+		}
+		s, ok := format(r)
+		if !ok {
+			all = false
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s at %s", s, count(n)))
+	}
+	if len(parts) == 0 {
+		return "not measured", false
+	}
+	return strings.Join(parts, ", "), all
+}
+
+func (res *results) targetsTable(b *strings.Builder) {
+	b.WriteString("#### Issue 6's targets\n\n| target | itlproxy measured | verdict |\n|---|---|---|\n")
+	ratioRow := func(name, other string, limit float64) {
+		worst := 0.0
+		text, ok := res.series(func(r *row) (string, bool) {
+			x, ok := res.ratio(r, other, (*row).cpuPer1k)
+			worst = max(worst, x)
+			return fmt.Sprintf("%.2f×", x), ok
+		})
+		fmt.Fprintf(b, "| CPU per event within %.1f× %s's | %s streams | %s |\n", limit, name, text, verdict(ok, worst <= limit, fmt.Sprintf("up to %.2f×", worst)))
+	}
+	ratioRow(targetNames["nginx"], "nginx", targetVsNginx)
+	ratioRow("the "+targetNames["plain"], "plain", targetVsPlain)
+
+	// The added p99 gap at 1,000 streams, or at the nearest run below.
+	at := 0
+	for _, n := range res.streams() {
+		if n <= targetAddedStreams && res.find(n, "itlproxy") != nil && res.find(n, "direct") != nil {
+			at = n
+		}
+	}
+	if at == 0 {
+		fmt.Fprintf(b, "| added p99 gap under %g ms at %s streams | not measured | not measured |\n", targetAddedP99Ms, count(targetAddedStreams))
+	} else {
+		added := 1e3 * (res.find(at, "itlproxy").rep.Total.ITL.P99 - res.find(at, "direct").rep.Total.ITL.P99)
+		text := fmt.Sprintf("%+.3f ms at %s streams", added, count(at))
+		if at != targetAddedStreams {
+			text += fmt.Sprintf(" (no %s-stream run in this mode)", count(targetAddedStreams))
+		}
+		fmt.Fprintf(b, "| added p99 gap under %g ms at %s streams | %s | %s |\n", targetAddedP99Ms, count(targetAddedStreams), text,
+			verdict(at == targetAddedStreams, added < targetAddedP99Ms, fmt.Sprintf("%+.3f ms", added)))
+	}
+
+	worst := 0.0
+	text, ok := res.series(func(r *row) (string, bool) {
+		k, ok := r.rssPerStream()
+		worst = max(worst, k)
+		return fmt.Sprintf("%.1f KiB", k), ok
+	})
+	if res.big != nil && res.big.Processes != nil {
+		k := bigKiB(res.big)
+		worst = max(worst, k)
+		text += fmt.Sprintf("; %.1f KiB at %s (big run)", k, count(res.big.Concurrency))
+	}
+	fmt.Fprintf(b, "| at most %d KiB of RSS per active stream | %s | %s |\n", targetKiBPerStream, text,
+		verdict(ok, worst <= targetKiBPerStream, fmt.Sprintf("up to %.1f KiB", worst)))
+
+	var parts []string
+	okAll, met := true, true
+	for _, name := range []string{"BenchmarkMeasureEvent", "BenchmarkPassthroughRead"} {
+		bm, found := res.benchmark(name)
+		ns, _, allocs, _, ok := bm.perEvent()
+		if !found || !ok {
+			okAll = false
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("`%s` %.0f ns, %g allocs per event", strings.TrimPrefix(name, "Benchmark"), ns, allocs))
+		met = met && allocs == 0 && ns < targetNsPerEvent
+	}
+	if len(parts) == 0 {
+		parts = []string{"not measured"}
+	}
+	fmt.Fprintf(b, "| zero allocations and well under 1 µs per event (microbenchmarks) | %s | %s |\n\n",
+		strings.Join(parts, "; "), verdict(okAll, met, "see the microbenchmarks"))
+	if res.env["mode"] != "full" {
+		b.WriteString("This is not the full run: the verdicts show that the harness computes them, not where itlproxy stands.\n\n")
+	}
+}
+
+// verdict words a target's outcome; measured is false when the figure is
+// missing or not the one the target names.
+func verdict(measured, met bool, missedBy string) string {
+	switch {
+	case !measured && met:
+		return "met where measured"
+	case !measured:
+		return "missed where measured: " + missedBy
+	case met:
+		return "met"
+	}
+	return "**missed**: " + missedBy
+}
+
+func (res *results) latencyTable(b *strings.Builder) {
+	b.WriteString("#### Latency the client sees\n\n")
+	b.WriteString("Milliseconds; *added* = through the target − direct, at the same number of streams. ")
+	b.WriteString("*Cut cleanly*: streams counted ok whose body ended between two events without `[DONE]` (the upstream always sends it).\n\n")
+	b.WriteString("| streams | target | requests ok | failed | cut cleanly | token events | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | added TTFT p50 | added TTFT p99 | added ITL p50 | added ITL p99 |\n")
+	b.WriteString("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range res.rows {
+		t := r.rep.Total
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %d | %s | %s | %s | %s |", count(r.streams), targetNames[r.target],
+			t.Requests.OK, r.errors(), flagged(t.EndedWithoutDone), t.TokenEvents, ms(t.TTFT.P50), ms(t.TTFT.P99), ms(t.ITL.P50), ms(t.ITL.P99))
+		d := res.find(r.streams, "direct")
+		if d == nil || r.target == "direct" {
+			b.WriteString(" — | — | — | — |\n")
+			continue
+		}
+		dt := d.rep.Total
+		fmt.Fprintf(b, " %s | %s | %s | %s |\n", added(t.TTFT.P50-dt.TTFT.P50), added(t.TTFT.P99-dt.TTFT.P99),
+			added(t.ITL.P50-dt.ITL.P50), added(t.ITL.P99-dt.ITL.P99))
+	}
+	b.WriteString("\n")
+}
+
+func (res *results) costTable(b *strings.Builder) {
+	b.WriteString("#### What the proxy costs\n\n")
+	b.WriteString("CPU: the proxy's user + system time over the measured run (its workers' for nginx), per 1,000 token events delivered. ")
+	b.WriteString("RSS: the peak during the run less the idle process's, per concurrent stream. × = ratio to the same figure of nginx or of the plain Go proxy at the same number of streams.\n\n")
+	b.WriteString("| streams | target | CPU s | CPU ms per 1,000 events | × nginx | × plain Go | idle RSS MiB | peak RSS MiB | RSS KiB per stream | × nginx | × plain Go |\n")
+	b.WriteString("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for i := range res.rows {
+		r := &res.rows[i]
+		p := r.rep.Processes
+		if p == nil {
+			continue // direct: nothing in between
+		}
+		cpu, _ := r.cpuPer1k()
+		kib, _ := r.rssPerStream()
+		fmt.Fprintf(b, "| %s | %s | %.2f | %.1f | %s | %s | %.1f | %.1f | %.1f | %s | %s |\n", count(r.streams), targetNames[r.target],
+			p.CPUSeconds, cpu, res.times(r, "nginx", (*row).cpuPer1k), res.times(r, "plain", (*row).cpuPer1k),
+			mib(p.RSSBeforeBytes), mib(p.RSSPeakBytes), kib,
+			res.times(r, "nginx", (*row).rssPerStream), res.times(r, "plain", (*row).rssPerStream))
+	}
+	b.WriteString("\n")
+}
+
+func (res *results) times(r *row, other string, figure func(*row) (float64, bool)) string {
+	if x, ok := res.ratio(r, other, figure); ok {
+		return fmt.Sprintf("%.2f", x)
+	}
+	return "—"
+}
+
+func bigKiB(r *report) float64 {
+	return float64(r.Processes.RSSPeakBytes-r.Processes.RSSBeforeBytes) / 1024 / float64(r.Concurrency)
+}
+
+func (res *results) bigTable(b *strings.Builder) {
+	r := res.big
+	if r == nil {
+		return
+	}
+	e := res.env
+	fmt.Fprintf(b, "#### %s concurrent streams through itlproxy\n\n", count(r.Concurrency))
+	fmt.Fprintf(b, "One request per stream, upstream %s, to the upstream over %s.\n\n", e["big_upstream"], linkName(e["big_link"]))
+	b.WriteString("| streams | most in flight | requests ok | failed | token events | TTFT p50 ms | TTFT p99 ms | ITL p50 ms | ITL p99 ms | idle RSS MiB | peak RSS MiB | VmHWM MiB | RSS KiB per stream | CPU ms per 1,000 events |\n")
+	b.WriteString("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	t := r.Total
+	fmt.Fprintf(b, "| %s | %s | %d | %d | %d | %s | %s | %s | %s |", count(r.Concurrency), count(int(r.PeakInFlight)),
+		t.Requests.OK, t.Requests.Failed, t.TokenEvents, ms(t.TTFT.P50), ms(t.TTFT.P99), ms(t.ITL.P50), ms(t.ITL.P99))
+	if p := r.Processes; p != nil && t.TokenEvents > 0 {
+		fmt.Fprintf(b, " %.1f | %.1f | %.1f | %.1f | %.1f |\n\n", mib(p.RSSBeforeBytes), mib(p.RSSPeakBytes), mib(p.HWMBytes),
+			bigKiB(r), 1e6*p.CPUSeconds/float64(t.TokenEvents))
+	} else {
+		b.WriteString(" — | — | — | — | — |\n\n")
+	}
+	if len(t.Errors.Messages) > 0 {
+		b.WriteString("First errors:")
+		for kind, msg := range t.Errors.Messages {
+			fmt.Fprintf(b, " %s: `%s`;", kind, msg)
+		}
+		b.WriteString("\n\n")
+	}
+}
+
+func linkName(link string) string {
+	if link == "h2-tls" {
+		return "HTTP/2 with TLS (this machine's open-file limit cannot hold two HTTP/1.1 sockets per stream)"
+	}
+	return "HTTP/1.1, a connection per stream"
+}
+
+func (res *results) microTable(b *strings.Builder) {
+	if len(res.micro) == 0 {
+		return
+	}
+	b.WriteString("#### Microbenchmarks\n\n")
+	b.WriteString("`go test ./proxy -bench .`; per event (per op for the benchmarks whose op is one event); the median of the runs. ")
+	b.WriteString("`cpu-ns/event` is the process's CPU time, where other goroutines share the work.\n\n")
+	b.WriteString("| benchmark | ns/event | cpu-ns/event | B/event | allocs/event |\n|---|--:|--:|--:|--:|\n")
+	for _, bm := range res.micro {
+		ns, bytes, allocs, cpu, ok := bm.perEvent()
+		if !ok {
+			continue
+		}
+		cpuText := "—"
+		if cpu >= 0 {
+			cpuText = num(cpu)
+		}
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s | %s |\n", strings.TrimPrefix(bm.name, "Benchmark"), num(ns), cpuText, num(bytes), num(allocs))
+	}
+	b.WriteString("\n")
+	for _, mode := range []string{"lockstep", "burst"} {
+		get := func(via string) (float64, bool) {
+			bm, ok := res.benchmark("BenchmarkProxyStream/" + mode + "/" + via)
+			v, has := bm.metrics["cpu-ns/event"]
+			return v, ok && has
+		}
+		itl, ok1 := get("itlproxy")
+		plain, ok2 := get("plain")
+		direct, ok3 := get("direct")
+		if !ok1 || !ok2 || !ok3 || plain <= direct {
+			continue
+		}
+		note := ""
+		if itl < plain {
+			note = " (below zero: within the run-to-run noise)"
+		}
+		fmt.Fprintf(b, "`ProxyStream/%s`: over direct, itlproxy adds %s ns of CPU per event and the plain proxy %s: measuring costs %s ns per event%s, itlproxy/plain = %.2f× of the proxying cost.\n",
+			mode, num(itl-direct), num(plain-direct), num(itl-plain), note, (itl-direct)/(plain-direct))
+	}
+	b.WriteString("\n")
+}
+
+func (res *results) profileBlock(b *strings.Builder) {
+	if res.profile == "" {
+		return
+	}
+	// The flat top: its title line, then from the column headers up to
+	// the blank line before the cumulative view.
+	flat, _, _ := strings.Cut(res.profile, "\n\n")
+	lines := strings.Split(flat, "\n")
+	var kept []string
+	for i, l := range lines {
+		if i == 0 || strings.HasPrefix(l, "Duration:") {
+			kept = append(kept, l)
+		}
+		if strings.Contains(l, "flat%") {
+			lines = append(kept, lines[i:min(len(lines), i+21)]...)
+			break
+		}
+	}
+	b.WriteString("#### Where itlproxy's CPU goes\n\n")
+	b.WriteString("The top of its CPU profile under load (`profile-top.txt` in the results has the cumulative view too):\n\n```text\n")
+	b.WriteString(strings.Join(lines, "\n"))
+	b.WriteString("\n```\n")
+}
+
+// count writes n with thousands separators: 10,000.
+func count(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// flagged prints a count that should be zero, in bold when it is not.
+func flagged(n int64) string {
+	if n == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("**%d**", n)
+}
+
+func ms(seconds float64) string { return fmt.Sprintf("%.2f", seconds*1e3) }
+
+func added(seconds float64) string { return fmt.Sprintf("%+.2f", seconds*1e3) }
+
+func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+
+// num prints a microbenchmark figure with about three significant digits.
+func num(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 100 || v <= -100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 1 || v <= -1:
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
+}
+
+// csv is one line per run with the tables' figures.
+func (res *results) csv() string {
+	var b strings.Builder
+	b.WriteString("run,streams,target,requests_ok,failed,cut_cleanly,token_events,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,added_ttft_p50_ms,added_ttft_p99_ms,added_itl_p50_ms,added_itl_p99_ms,cpu_seconds,cpu_ms_per_1k_events,cpu_x_nginx,cpu_x_plain,rss_idle_mib,rss_peak_mib,rss_kib_per_stream\n")
+	line := func(run string, streams int, target string, r report, d *report, x func(string) string) {
+		t := r.Total
+		fmt.Fprintf(&b, "%s,%d,%s,%d,%d,%d,%d,%s,%s,%s,%s", run, streams, target, t.Requests.OK, t.Requests.Failed, t.EndedWithoutDone, t.TokenEvents,
+			ms(t.TTFT.P50), ms(t.TTFT.P99), ms(t.ITL.P50), ms(t.ITL.P99))
+		if d != nil && target != "direct" {
+			dt := d.Total
+			fmt.Fprintf(&b, ",%s,%s,%s,%s", ms(t.TTFT.P50-dt.TTFT.P50), ms(t.TTFT.P99-dt.TTFT.P99), ms(t.ITL.P50-dt.ITL.P50), ms(t.ITL.P99-dt.ITL.P99))
+		} else {
+			b.WriteString(",,,,")
+		}
+		if p := r.Processes; p != nil && t.TokenEvents > 0 {
+			fmt.Fprintf(&b, ",%.2f,%.2f,%s,%s,%.1f,%.1f,%.1f\n", p.CPUSeconds, 1e6*p.CPUSeconds/float64(t.TokenEvents), x("nginx"), x("plain"),
+				mib(p.RSSBeforeBytes), mib(p.RSSPeakBytes), float64(p.RSSPeakBytes-p.RSSBeforeBytes)/1024/float64(streams))
+		} else {
+			b.WriteString(",,,,,,,\n")
+		}
+	}
+	for i := range res.rows {
+		r := &res.rows[i]
+		var d *report
+		if dr := res.find(r.streams, "direct"); dr != nil {
+			d = &dr.rep
+		}
+		line("load", r.streams, r.target, r.rep, d, func(other string) string {
+			if v, ok := res.ratio(r, other, (*row).cpuPer1k); ok {
+				return fmt.Sprintf("%.3f", v)
+			}
+			return ""
+		})
+	}
+	if res.big != nil {
+		line("big", res.big.Concurrency, "itlproxy", *res.big, nil, func(string) string { return "" })
+	}
+	return b.String()
+}
