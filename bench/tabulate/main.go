@@ -54,7 +54,12 @@ func run(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(filepath.Dir(*write), *dir)
+		rel := *dir
+		absDoc, err1 := filepath.Abs(filepath.Dir(*write))
+		absDir, err2 := filepath.Abs(*dir)
+		if r, err := filepath.Rel(absDoc, absDir); err1 == nil && err2 == nil && err == nil {
+			rel = r
+		}
 		section := fmt.Sprintf("<!-- The tables below are written by bench/run.sh --%s (bench/tabulate) from %s/: do not edit them by hand. -->\n\n%s",
 			res.env["mode"], filepath.ToSlash(rel), md)
 		out, err := replaceSection(doc, res.env["mode"], section)
