@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,10 +21,25 @@ import (
 	"github.com/itlproxy/itlproxy/metrics/metricstest"
 )
 
-// agreeWithClientClock checks what /metrics says of one stream against
-// what the client saw on its own clock: TTFT and ITL counts exact, their
-// sums within 2% and 3 ms, output tokens from the usage.
-func agreeWithClientClock(t *testing.T, families metricstest.Families, cs clientStream, endpoint string, tokens int) {
+// clockAgreement checks what /metrics says of each stream against what
+// the client saw on its own clock. TTFT and ITL counts must be exact. The
+// sums may differ by the time the client's own goroutine takes to be
+// scheduled, which on a loaded two-core machine under -race is now and
+// then a few milliseconds: each stream's sums must agree within 5 ms
+// (a gap missed or counted twice is 20 ms here), and the median of all
+// the differences within 1 ms, so that a clock started or stopped at the
+// wrong point, which would shift every stream alike, still fails.
+type clockAgreement struct {
+	diffs []float64 // seconds, |proxy - client|, TTFT and ITL sum of each stream
+}
+
+const (
+	streamClockSlack = 0.005
+	medianClockSlack = 0.001
+)
+
+// stream checks one stream and keeps its differences for check.
+func (a *clockAgreement) stream(t *testing.T, families metricstest.Families, cs clientStream, endpoint string, tokens int) {
 	t.Helper()
 	clientTTFT := cs.arrivals[0].Sub(cs.sent).Seconds()
 	clientITL := cs.arrivals[len(cs.arrivals)-1].Sub(cs.arrivals[0]).Seconds()
@@ -40,14 +56,31 @@ func agreeWithClientClock(t *testing.T, families metricstest.Families, cs client
 		proxy, client float64
 	}{{"TTFT", proxyTTFT, clientTTFT}, {"ITL sum", proxyITL, clientITL}} {
 		diff := math.Abs(c.proxy - c.client)
+		a.diffs = append(a.diffs, diff)
 		t.Logf("%s %s %s: proxy %.2fms, client %.2fms", endpoint, cs.model, c.what, c.proxy*1000, c.client*1000)
-		if diff > 0.003 || diff > 0.02*c.client {
-			t.Errorf("%s %s %s: proxy %.2fms vs client %.2fms: off by %.2fms, want within 2%% and 3ms",
-				endpoint, cs.model, c.what, c.proxy*1000, c.client*1000, diff*1000)
+		if diff > streamClockSlack {
+			t.Errorf("%s %s %s: proxy %.2fms vs client %.2fms: off by %.2fms, want within %v",
+				endpoint, cs.model, c.what, c.proxy*1000, c.client*1000, diff*1000, time.Duration(streamClockSlack*float64(time.Second)))
 		}
 	}
 	if v := families.Value("itlproxy_output_tokens_total", "model", cs.model, "endpoint", endpoint); v != float64(tokens) {
 		t.Errorf("%s: output tokens %v, want %d", cs.model, v, tokens)
+	}
+}
+
+// check fails the test unless the median difference is within
+// medianClockSlack, or unless any stream was compared at all.
+func (a *clockAgreement) check(t *testing.T) {
+	t.Helper()
+	if len(a.diffs) == 0 {
+		t.Fatal("no stream was compared with the client's clock")
+	}
+	sorted := slices.Clone(a.diffs)
+	slices.Sort(sorted)
+	median := sorted[len(sorted)/2]
+	t.Logf("median |proxy - client| over %d sums: %.3fms", len(sorted), median*1000)
+	if median > medianClockSlack {
+		t.Errorf("median |proxy - client| %.3fms, want within %v", median*1000, time.Duration(medianClockSlack*float64(time.Second)))
 	}
 }
 
@@ -118,8 +151,8 @@ func (b *stampingBody) Read(p []byte) (int, error) {
 
 // TestEndToEndAgainstClientClock drives the real binary's run() with the
 // official OpenAI Go client and checks what /metrics says against the
-// client's own clock: counts exact, TTFT and ITL sums per stream within 2%
-// and 3 ms.
+// client's own clock: counts exact, TTFT and ITL sums as clockAgreement
+// says.
 func TestEndToEndAgainstClientClock(t *testing.T) {
 	const streams, tokens = 8, 40
 	up := httptest.NewServer(scheduledUpstream{randomSchedule(tokens)})
@@ -156,16 +189,18 @@ func TestEndToEndAgainstClientClock(t *testing.T) {
 		families = in.scrape()
 		return families.Value("itlproxy_streams_total") == streams+1
 	})
+	var agree clockAgreement
 	for _, cs := range results {
 		if cs.err != nil || cs.content != wantContent.String() || cs.totalTokens != tokens || len(cs.arrivals) != tokens {
 			t.Errorf("%s: client got %q (%v), usage %d, %d stamped", cs.model, cs.content, cs.err, cs.totalTokens, len(cs.arrivals))
 			continue
 		}
-		agreeWithClientClock(t, families, cs, "chat_completions", tokens)
+		agree.stream(t, families, cs, "chat_completions", tokens)
 		if v := families.Value("itlproxy_streams_total", "model", cs.model, "outcome", "completed"); v != 1 {
 			t.Errorf("%s: completed streams %v, want 1", cs.model, v)
 		}
 	}
+	agree.check(t)
 	if strings.Contains(in.stderr.String(), "sk-test") {
 		t.Error("the API key reached the log")
 	}
