@@ -211,3 +211,34 @@ func gather(t *testing.T, reg *prometheus.Registry) metricstest.Families {
 	}
 	return fs
 }
+
+// TestGapExemplars: a stream's first gap carries the exemplar, and so does
+// each gap over 1.1× the longest before it; jitter just above the longest
+// does not.
+func TestGapExemplars(t *testing.T) {
+	m, reg := newTestMetrics(t, Options{})
+	s := m.StartStream(m.Labels("m", EndpointChatCompletions), IDs{Request: "r1"})
+	for _, ms := range []float64{10, 10.5, 10.9, 30, 31, 12, 200, 215} {
+		s.Gap(time.Duration(ms*float64(time.Millisecond)), 0)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []float64
+	for _, f := range families {
+		if f.GetName() != "itlproxy_inter_token_latency_seconds" {
+			continue
+		}
+		for _, e := range f.GetMetric()[0].GetHistogram().GetExemplars() {
+			if e.GetLabel()[0].GetValue() != "r1" {
+				t.Errorf("exemplar labels %v, want request_id r1", e.GetLabel())
+			}
+			got = append(got, e.GetValue())
+		}
+	}
+	want := []float64{0.010, 0.030, 0.200}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("native exemplars at %v s, want %v", got, want)
+	}
+}

@@ -39,6 +39,11 @@ func bandOf(bands []band, n int) int {
 	return i
 }
 
+// exemplarStep is how much longer than a stream's longest gap so far a gap
+// must be to carry the exemplar: the native buckets' growth factor, so
+// that each exemplar is at least a bucket above the stream's last.
+const exemplarStep = nativeFactor
+
 // Per-stream figures need enough gaps to mean something.
 const (
 	minGapsForMedian = 5
@@ -131,13 +136,18 @@ func (s *Stream) FirstToken(d time.Duration) {
 
 // Gap records one gap between consecutive token-bearing events; tokens is
 // the number of tokens the event that ends it carries, when the upstream
-// reports it per event, else 0. The first gap and every gap longer than all
-// before it carry the exemplar: a spike is always a stream's longest gap so
-// far, so every spike leads to its request, at the cost of a handful of
-// exemplars per stream.
+// reports it per event, else 0.
+//
+// The first gap carries the exemplar, and so does every gap over
+// exemplarStep times the longest before it: a spike is always a stream's
+// longest gap so far, so every spike leads to its request. A gap barely
+// longer than the longest so far (a smooth stream's jitter) lands in the
+// same native bucket as the one that already carries the request, and an
+// exemplar costs a few microseconds under the histogram's lock: a smooth
+// stream sets one or two, not one per new maximum.
 func (s *Stream) Gap(d time.Duration, tokens int64) {
 	s.gaps++
-	s.observe(s.itl, d.Seconds(), s.gaps == 1 || d > s.maxGap)
+	s.observe(s.itl, d.Seconds(), s.gaps == 1 || float64(d) > exemplarStep*float64(s.maxGap))
 	if tokens > 0 {
 		s.itlPerToken.Observe(d.Seconds() / float64(tokens))
 	}
