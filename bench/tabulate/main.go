@@ -125,8 +125,10 @@ type dist struct {
 	P50, P99 float64 // seconds
 }
 
-// row is one target at one number of streams.
+// row is one target at one number of streams, in one of the two runs:
+// "load" (the comparison at the fast upstream) or "paced" (the slow one).
 type row struct {
+	run     string
 	streams int
 	target  string
 	rep     report
@@ -135,10 +137,11 @@ type row struct {
 // results is everything one run of bench/run.sh left.
 type results struct {
 	env     map[string]string
-	rows    []row // by streams, then in targetOrder
+	rows    []row // by run, streams, then in targetOrder
 	big     *report
 	micro   []bench
 	profile string
+	memory  *memory
 }
 
 // targetOrder is the order of the tables' rows.
@@ -164,24 +167,29 @@ func load(dir string) (*results, error) {
 			res.env[k] = v
 		}
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "load-*.json"))
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range files {
-		// load-<streams>-<target>.json
-		parts := strings.SplitN(strings.TrimSuffix(filepath.Base(f), ".json"), "-", 3)
-		streams, err := strconv.Atoi(parts[1])
-		if len(parts) != 3 || err != nil {
-			return nil, fmt.Errorf("%s: want load-<streams>-<target>.json", f)
-		}
-		var r report
-		if err := readJSON(f, &r); err != nil {
+	for _, run := range []string{"load", "paced"} {
+		files, err := filepath.Glob(filepath.Join(dir, run+"-*.json"))
+		if err != nil {
 			return nil, err
 		}
-		res.rows = append(res.rows, row{streams: streams, target: parts[2], rep: r})
+		for _, f := range files {
+			// <run>-<streams>-<target>.json
+			parts := strings.SplitN(strings.TrimSuffix(filepath.Base(f), ".json"), "-", 3)
+			streams, err := strconv.Atoi(parts[1])
+			if len(parts) != 3 || err != nil {
+				return nil, fmt.Errorf("%s: want %s-<streams>-<target>.json", f, run)
+			}
+			var r report
+			if err := readJSON(f, &r); err != nil {
+				return nil, err
+			}
+			res.rows = append(res.rows, row{run: run, streams: streams, target: parts[2], rep: r})
+		}
 	}
 	slices.SortStableFunc(res.rows, func(a, b row) int {
+		if a.run != b.run {
+			return strings.Compare(a.run, b.run)
+		}
 		if a.streams != b.streams {
 			return a.streams - b.streams
 		}
@@ -199,6 +207,13 @@ func load(dir string) (*results, error) {
 			return nil, err
 		}
 		res.micro = parseBenchmarks(string(text))
+	}
+	if f := filepath.Join(dir, "memory.txt"); exists(f) {
+		m, err := readMemory(dir)
+		if err != nil {
+			return nil, err
+		}
+		res.memory = m
 	}
 	if f := filepath.Join(dir, "profile-top.txt"); exists(f) {
 		text, err := os.ReadFile(f)
@@ -229,20 +244,31 @@ func exists(f string) bool {
 	return err == nil
 }
 
-// find returns the row of target at streams.
-func (res *results) find(streams int, target string) *row {
+// find returns the row of target at streams in the run.
+func (res *results) find(run string, streams int, target string) *row {
 	for i := range res.rows {
-		if r := &res.rows[i]; r.streams == streams && r.target == target {
+		if r := &res.rows[i]; r.run == run && r.streams == streams && r.target == target {
 			return r
 		}
 	}
 	return nil
 }
 
-// streams returns the numbers of streams run, ascending.
-func (res *results) streams() []int {
-	var out []int
+// of returns the rows of one run.
+func (res *results) of(run string) []row {
+	var out []row
 	for _, r := range res.rows {
+		if r.run == run {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// streams returns the numbers of streams of the run, ascending.
+func (res *results) streams(run string) []int {
+	var out []int
+	for _, r := range res.of(run) {
 		if !slices.Contains(out, r.streams) {
 			out = append(out, r.streams)
 		}
@@ -273,9 +299,9 @@ func (r *row) rssPerStream() (float64, bool) {
 func (r *row) errors() int64 { return r.rep.Total.Requests.Failed }
 
 // ratio divides a figure of r by the same figure of another target at the
-// same number of streams.
+// same number of streams in the same run.
 func (res *results) ratio(r *row, other string, figure func(*row) (float64, bool)) (float64, bool) {
-	o := res.find(r.streams, other)
+	o := res.find(r.run, r.streams, other)
 	if o == nil || o == r {
 		return 0, false
 	}

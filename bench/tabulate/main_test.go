@@ -74,7 +74,7 @@ func TestRatios(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := res.find(100, "itlproxy")
+	r := res.find("load", 100, "itlproxy")
 	if cpu, ok := r.cpuPer1k(); !ok || cpu != 15 {
 		t.Errorf("CPU per 1,000 events = %v, %v; want 15 ms", cpu, ok)
 	}
@@ -89,6 +89,69 @@ func TestRatios(t *testing.T) {
 	}
 	md := res.markdown()
 	for _, want := range []string{"| 100 | itlproxy | 10 | 0 | 0 | 200000 |", "+0.50 |\n", "| CPU per event within 1.5× nginx's | 1.50× at 100 streams | met |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the tables lack %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestAddedGapPaced: the added p99 gap at 1,000 streams is judged by the
+// paced run when there is one, and the comparison's figure is still shown.
+func TestAddedGapPaced(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := func(itlP99 float64) string {
+		return fmt.Sprintf(`{"concurrency":1000,"total":{"requests":{"ok":10},"token_events":1000,"itl":{"p99":%g}}}`, itlP99)
+	}
+	write("env.txt", "mode=full\nstreams=1000\n")
+	write("load-01000-direct.json", rep(0.030))
+	write("load-01000-itlproxy.json", rep(0.060))
+	write("load-01000-nginx.json", rep(0.055))
+	res, err := load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := res.markdown()
+	if !strings.Contains(md, "+30.000 ms at 1,000 streams at the comparison's rate (nginx +25.000) | **missed**: +30.000 ms |") {
+		t.Errorf("without a paced run, the comparison's figure decides:\n%s", md)
+	}
+	write("paced-01000-direct.json", rep(0.1030))
+	write("paced-01000-itlproxy.json", rep(0.1035))
+	if res, err = load(dir); err != nil {
+		t.Fatal(err)
+	}
+	md = res.markdown()
+	for _, want := range []string{"**+0.500 ms** at 1,000 streams paced | met |", "+30.000 ms at 1,000 streams at the comparison's rate", "#### Latency the client sees, paced"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the tables lack %q:\n%s", want, md)
+		}
+	}
+	if got := len(res.of("paced")); got != 2 {
+		t.Errorf("%d paced rows, want 2", got)
+	}
+}
+
+// TestMemory: the runtime's figures per stream.
+func TestMemory(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "env.txt"), []byte("mode=smoke\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := "streams=200\ngo_goroutines=812\ngo_memstats_heap_alloc_bytes=8.192e+06\ngo_memstats_heap_inuse_bytes=1.2288e+07\n" +
+		"go_memstats_stack_inuse_bytes=6.144e+06\nvmrss_kib=40000\nrss_idle_kib=12000\n"
+	if err := os.WriteFile(filepath.Join(dir, "memory.txt"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := res.markdown()
+	for _, want := range []string{"| live heap objects (`go_memstats_heap_alloc_bytes`) | 7.8 | 40.0 |", "| goroutine stacks (`go_memstats_stack_inuse_bytes`) | 5.9 | 30.0 |", "| 140.0 |", "| goroutines | 812 in all | 4.1 per stream |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the tables lack %q:\n%s", want, md)
 		}
