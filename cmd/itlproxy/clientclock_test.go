@@ -26,11 +26,14 @@ import (
 // sums may differ by the time the client's own goroutine takes to be
 // scheduled, which on a loaded two-core machine under -race is now and
 // then a few milliseconds: each stream's sums must agree within 5 ms
-// (a gap missed or counted twice is 20 ms here), and the median of all
-// the differences within 1 ms, so that a clock started or stopped at the
-// wrong point, which would shift every stream alike, still fails.
+// (a gap missed or counted twice is 20 ms here), the median of all the
+// differences within 1 ms, so that a clock started or stopped at the
+// wrong point, which would shift every stream alike, still fails, and the
+// histograms' sums over all the streams within 2% of the client's.
 type clockAgreement struct {
 	diffs []float64 // seconds, |proxy - client|, TTFT and ITL sum of each stream
+	// proxy and client hold the sums over the streams, by measure.
+	proxy, client map[string]float64
 }
 
 const (
@@ -57,6 +60,11 @@ func (a *clockAgreement) stream(t *testing.T, families metricstest.Families, cs 
 	}{{"TTFT", proxyTTFT, clientTTFT}, {"ITL sum", proxyITL, clientITL}} {
 		diff := math.Abs(c.proxy - c.client)
 		a.diffs = append(a.diffs, diff)
+		if a.proxy == nil {
+			a.proxy, a.client = map[string]float64{}, map[string]float64{}
+		}
+		a.proxy[c.what] += c.proxy
+		a.client[c.what] += c.client
 		t.Logf("%s %s %s: proxy %.2fms, client %.2fms", endpoint, cs.model, c.what, c.proxy*1000, c.client*1000)
 		if diff > streamClockSlack {
 			t.Errorf("%s %s %s: proxy %.2fms vs client %.2fms: off by %.2fms, want within %v",
@@ -68,8 +76,9 @@ func (a *clockAgreement) stream(t *testing.T, families metricstest.Families, cs 
 	}
 }
 
-// check fails the test unless the median difference is within
-// medianClockSlack, or unless any stream was compared at all.
+// check fails the test unless some stream was compared, the median
+// difference is within medianClockSlack and the sums over all the streams
+// agree within 2%.
 func (a *clockAgreement) check(t *testing.T) {
 	t.Helper()
 	if len(a.diffs) == 0 {
@@ -81,6 +90,13 @@ func (a *clockAgreement) check(t *testing.T) {
 	t.Logf("median |proxy - client| over %d sums: %.3fms", len(sorted), median*1000)
 	if median > medianClockSlack {
 		t.Errorf("median |proxy - client| %.3fms, want within %v", median*1000, time.Duration(medianClockSlack*float64(time.Second)))
+	}
+	for what, p := range a.proxy {
+		c := a.client[what]
+		t.Logf("%s over all streams: proxy %.2fms, client %.2fms", what, p*1000, c*1000)
+		if math.Abs(p-c) > 0.02*c {
+			t.Errorf("%s over all streams: proxy %.2fms vs client %.2fms, want within 2%%", what, p*1000, c*1000)
+		}
 	}
 }
 
