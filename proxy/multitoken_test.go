@@ -43,7 +43,9 @@ func TestSeveralTokensPerEvent(t *testing.T) {
 			n, sum = h.hist("itlproxy_inter_token_latency_per_token_seconds", "model", "m")
 			if continuous {
 				// 4 gaps of 40ms, each over the 2 tokens of the event ending it.
-				if n != events-1 || sum < 4*0.020 || sum > 4*0.020+0.02 {
+				// The first event's read may return late, so the span can be
+				// a little under the upstream's 160 ms: 10% below is allowed.
+				if n != events-1 || sum < 4*0.020*0.9 || sum > 4*0.020+0.02 {
 					t.Errorf("per-token gaps: count %d sum %.4f, want 4 and about 0.080", n, sum)
 				}
 			} else if n != 0 {
@@ -51,7 +53,7 @@ func TestSeveralTokensPerEvent(t *testing.T) {
 			}
 			// TPOT: 4 gaps of 40ms over 10 tokens: 160ms / 9.
 			n, sum = h.hist("itlproxy_time_per_output_token_seconds", "model", "m")
-			if want := 0.160 / 9; n != 1 || sum < want || sum > want+0.003 {
+			if want := 0.160 / 9; n != 1 || sum < want*0.9 || sum > want+0.003 {
 				t.Errorf("TPOT count %d sum %.4f, want 1 and %.4f", n, sum, want)
 			}
 			if out := h.counter("itlproxy_output_tokens_total"); out != 2*events {
