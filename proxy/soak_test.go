@@ -86,6 +86,11 @@ func TestSoakReturnsToBaseline(t *testing.T) {
 	baseG, baseHeap := settle()
 	requests := load(4 * time.Second)
 	g, heap := settle()
+	// On a stalled machine the servers' connection goroutines may still be
+	// on their way out: give them up to 5 s more before calling it a leak.
+	for deadline := time.Now().Add(5 * time.Second); g > baseG+2 && time.Now().Before(deadline); {
+		g, heap = settle()
+	}
 	t.Logf("%d requests; goroutines %d -> %d; heap %d KiB -> %d KiB", requests, baseG, g, baseHeap>>10, heap>>10)
 	if g > baseG+2 {
 		buf := make([]byte, 1<<20)

@@ -226,11 +226,14 @@ func TestStreamTiming(t *testing.T) {
 		wantITL += g
 	}
 	n, sum = h.hist("itlproxy_inter_token_latency_seconds", "model", "m")
-	if n != 4 || sum < wantITL.Seconds()*0.9 || sum > wantITL.Seconds()+0.05 {
+	// The gaps add up to the span from the first token to the last: a late
+	// read of the first (after 150 ms idle) shortens it. A proxy that held
+	// events back would make it ~0.
+	if n != 4 || sum < wantITL.Seconds()*0.75 || sum > wantITL.Seconds()+0.05 {
 		t.Errorf("ITL count %d sum %.4fs, want 4 and ≈%v", n, sum, wantITL)
 	}
 	n, sum = h.hist("itlproxy_time_per_output_token_seconds", "model", "m")
-	if want := wantITL.Seconds() / 4; n != 1 || sum < want*0.9 || sum > want+0.0125 {
+	if want := wantITL.Seconds() / 4; n != 1 || sum < want*0.75 || sum > want+0.0125 {
 		t.Errorf("TPOT count %d sum %.4fs, want 1 and ≈%.4fs", n, sum, want)
 	}
 }

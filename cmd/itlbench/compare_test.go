@@ -124,7 +124,16 @@ func TestCompareWithRealItlproxy(t *testing.T) {
 			if m.p.Client.Count != m.wantCount || m.p.Proxy.Count != m.wantCount {
 				t.Errorf("%s %s count: client %d, proxy %d; want %d", set.Model, m.name, m.p.Client.Count, m.p.Proxy.Count, m.wantCount)
 			}
-			if d := math.Abs(m.p.Diff.Sum) / m.p.Client.Sum; d > 0.02 {
+			if m.name == "TTFT" {
+				// The client's clock starts before the request leaves and
+				// stops after the token has come back through the proxy:
+				// its TTFT is never shorter than the proxy's, and is longer
+				// by the round trip, a few ms on a busy machine under -race.
+				// A proxy that stamped the role chunk would be ~100% short.
+				if d := -m.p.Diff.Sum / m.p.Client.Sum; d < 0 || d > 0.10 {
+					t.Errorf("%s TTFT sum: client %.4fs, proxy %.4fs: client longer by %.1f%%, want 0 to 10%%", set.Model, m.p.Client.Sum, m.p.Proxy.Sum, 100*d)
+				}
+			} else if d := math.Abs(m.p.Diff.Sum) / m.p.Client.Sum; d > 0.02 {
 				t.Errorf("%s %s sum: client %.4fs, proxy %.4fs: %.1f%% apart, want within 2%%", set.Model, m.name, m.p.Client.Sum, m.p.Proxy.Sum, 100*d)
 			}
 			if m.p.Proxy.P50 == nil || m.p.Diff.P50 == nil || m.p.Proxy.Mean == nil {
