@@ -60,7 +60,9 @@ type processesJSON struct {
 	RSSPeakBytes   int64 `json:"rss_peak_bytes"`
 	RSSEndBytes    int64 `json:"rss_end_bytes"`
 	// HWMBytes sums each process's VmHWM at the end: its peak RSS since
-	// it started.
+	// it started, as the kernel tracks it: the kernel raises its mark
+	// lazily, so it can be a little below a peak sampled during the run
+	// (it is never below the VmRSS read with it).
 	HWMBytes int64   `json:"hwm_bytes"`
 	Samples  int     `json:"samples"`
 	Interval float64 `json:"sample_interval_seconds"`
