@@ -25,11 +25,12 @@ import (
 // the client saw on its own clock. TTFT and ITL counts must be exact. The
 // sums may differ by the time the client's own goroutine takes to be
 // scheduled, which on a loaded two-core machine under -race is now and
-// then a few milliseconds: each stream's sums must agree within 5 ms
-// (a gap missed or counted twice is 20 ms here), the median of all the
-// differences within 1 ms, so that a clock started or stopped at the
-// wrong point, which would shift every stream alike, still fails, and the
-// histograms' sums over all the streams within 2% of the client's.
+// then several milliseconds (5.5 ms seen beside a busy loop): each
+// stream's sums must agree within 15 ms, less than its average gap; the
+// median of all the differences within 1 ms, so that a clock started or
+// stopped at the wrong point, which would shift every stream alike, still
+// fails; and the histograms' sums over all the streams within 2% of the
+// client's. A gap missed or counted twice fails the exact counts.
 type clockAgreement struct {
 	diffs []float64 // seconds, |proxy - client|, TTFT and ITL sum of each stream
 	// proxy and client hold the sums over the streams, by measure.
@@ -37,7 +38,7 @@ type clockAgreement struct {
 }
 
 const (
-	streamClockSlack = 0.005
+	streamClockSlack = 0.015
 	medianClockSlack = 0.001
 )
 
