@@ -28,24 +28,15 @@ func parseResponsesEvent(data []byte) Event {
 	for n := 0; s.more('}', &n); {
 		switch string(s.key()) {
 		case "type":
-			typ = nil
-			if s.peek() == '"' {
-				typ = s.str()
-			} else {
-				s.skip()
-			}
+			typ = s.stringOrSkip()
 		case "delta":
 			delta = s.nonEmptyString()
 		case "response":
 			e.HasUsage = readNestedUsage(&s, &u) || e.HasUsage
 		case "usage":
-			u = noUsage
 			e.HasUsage = readUsage(&s, &u) || e.HasUsage
 		case "error":
-			errorSet = !s.null()
-			if errorSet {
-				s.skip()
-			}
+			errorSet = s.present()
 		default:
 			s.skip()
 		}
@@ -71,7 +62,6 @@ func readNestedUsage(s *jsonScan, u *usage) bool {
 	found := false
 	for n := 0; s.more('}', &n); {
 		if string(s.key()) == "usage" {
-			*u = noUsage
 			found = readUsage(s, u)
 		} else {
 			s.skip()
@@ -100,25 +90,16 @@ func parseMessagesEvent(data []byte) Event {
 	for n := 0; s.more('}', &n); {
 		switch string(s.key()) {
 		case "type":
-			typ = nil
-			if s.peek() == '"' {
-				typ = s.str()
-			} else {
-				s.skip()
-			}
+			typ = s.stringOrSkip()
 		case "delta":
 			text = messagesDeltaCarriesOutput(&s)
 		case "message":
 			start = noUsage
 			e.HasUsage = readNestedUsage(&s, &start) || e.HasUsage
 		case "usage":
-			u = noUsage
 			e.HasUsage = readUsage(&s, &u) || e.HasUsage
 		case "error":
-			errorSet = !s.null()
-			if errorSet {
-				s.skip()
-			}
+			errorSet = s.present()
 		default:
 			s.skip()
 		}

@@ -49,20 +49,11 @@ func parseChunk(data []byte) (c chunk, ok bool) {
 		case "choices":
 			c.token = choicesCarryOutput(&s)
 		case "usage":
-			c.usage = noUsage
 			c.hasUsage = readUsage(&s, &c.usage)
 		case "error":
-			errorSet = !s.null()
-			if errorSet {
-				s.skip()
-			}
+			errorSet = s.present()
 		case "object":
-			objectIsError = false
-			if s.peek() == '"' {
-				objectIsError = string(s.str()) == "error"
-			} else {
-				s.skip()
-			}
+			objectIsError = string(s.stringOrSkip()) == "error"
 		default:
 			s.skip()
 		}
@@ -177,12 +168,13 @@ func functionCarriesOutput(s *jsonScan) bool {
 	return f != 0
 }
 
-// readUsage reads a usage object into u and reports whether there was one
-// (null is none). OpenAI's chat and completions name the counts
+// readUsage reads a usage object into u, which it first resets to
+// noUsage, and reports whether there was one (null is none). OpenAI's chat and completions name the counts
 // prompt_tokens and completion_tokens; the Responses API and Anthropic's
 // Messages API, input_tokens and output_tokens. When an object has both,
 // the OpenAI names win.
 func readUsage(s *jsonScan, u *usage) bool {
+	*u = noUsage
 	if s.null() || !s.open('{') {
 		return false
 	}

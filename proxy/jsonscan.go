@@ -128,6 +128,25 @@ func (s *jsonScan) nonEmptyString() bool {
 	return len(s.str()) > 0
 }
 
+// stringOrSkip reads a value: a string's contents, or nil after skipping
+// any other value.
+func (s *jsonScan) stringOrSkip() []byte {
+	if s.peek() != '"' {
+		s.skip()
+		return nil
+	}
+	return s.str()
+}
+
+// present reads a value and reports whether it was anything but null.
+func (s *jsonScan) present() bool {
+	if s.null() {
+		return false
+	}
+	s.skip()
+	return true
+}
+
 // null consumes a null and reports whether it was one; otherwise it
 // consumes nothing.
 func (s *jsonScan) null() bool {
