@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -165,4 +166,50 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// checkDrain follows a shutdown signaled at signaled: /readyz on admin
+// fails within a second; while less than open has passed since the
+// signal (inside the drain delay), proxy still accepts a new connection;
+// within refuseWithin, it refuses them.
+func checkDrain(t *testing.T, admin, proxy string, signaled time.Time, open, refuseWithin time.Duration) {
+	t.Helper()
+	waitFor(t, "readiness to fail", time.Second, func() bool {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	if time.Since(signaled) < open {
+		c, err := net.Dial("tcp", proxy)
+		if err != nil {
+			t.Errorf("a new connection was refused during the drain delay: %v", err)
+		} else {
+			c.Close()
+		}
+	}
+	waitFor(t, "new connections to be refused after the delay", refuseWithin, func() bool {
+		c, err := net.Dial("tcp", proxy)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+}
+
+// postStatus starts itlproxy with base and extra (extra wins), posts a chat
+// request through it, and returns the instance and the response's status.
+func postStatus(t *testing.T, base, extra map[string]string) (*instance, int) {
+	t.Helper()
+	env := maps.Clone(base)
+	maps.Copy(env, extra)
+	in := start(t, nil, env)
+	resp, err := http.Post("http://"+in.proxy+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return in, resp.StatusCode
 }

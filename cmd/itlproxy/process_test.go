@@ -254,29 +254,7 @@ func TestSIGTERMWithStreamsInFlight(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "readiness to fail", time.Second, func() bool {
-		resp, err := http.Get("http://" + p.admin + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusServiceUnavailable
-	})
-	if time.Since(signaled) < 1500*time.Millisecond {
-		c, err := net.Dial("tcp", p.proxy)
-		if err != nil {
-			t.Errorf("a new connection was refused during the drain delay: %v", err)
-		} else {
-			c.Close()
-		}
-	}
-	waitFor(t, "new connections to be refused after the delay", 3*time.Second, func() bool {
-		c, err := net.Dial("tcp", p.proxy)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
+	checkDrain(t, p.admin, p.proxy, signaled, 1500*time.Millisecond, 3*time.Second)
 	failed := 0
 	for range streams {
 		if err := <-results; err != nil {
@@ -401,18 +379,9 @@ func TestUpstreamCAFile(t *testing.T) {
 		{"without it", nil, http.StatusBadGateway},
 		{"insecure", map[string]string{"ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY": "true"}, http.StatusOK},
 	} {
-		env := map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL}
-		for k, v := range c.env {
-			env[k] = v
-		}
-		in := start(t, nil, env)
-		resp, err := http.Post("http://"+in.proxy+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != c.want {
-			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+		in, code := postStatus(t, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL}, c.env)
+		if code != c.want {
+			t.Errorf("%s: %d, want %d", c.name, code, c.want)
 		}
 		if c.name == "insecure" && !strings.Contains(in.stderr.String(), "NOT verified") {
 			t.Error("insecure mode was not logged")

@@ -70,30 +70,7 @@ func TestGracefulShutdown(t *testing.T) {
 
 	signaled := time.Now()
 	in.stop()
-	waitFor(t, "readiness to fail", time.Second, func() bool {
-		r, err := http.Get("http://" + in.admin + "/readyz")
-		if err != nil {
-			return false
-		}
-		r.Body.Close()
-		return r.StatusCode == http.StatusServiceUnavailable
-	})
-	if time.Since(signaled) < 300*time.Millisecond {
-		// Still inside the delay: new connections are served.
-		c, err := net.Dial("tcp", in.proxy)
-		if err != nil {
-			t.Errorf("new connection refused during the shutdown delay: %v", err)
-		} else {
-			c.Close()
-		}
-	}
-	waitFor(t, "new connections to be refused", 2*time.Second, func() bool {
-		c, err := net.Dial("tcp", in.proxy)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
+	checkDrain(t, in.admin, in.proxy, signaled, 300*time.Millisecond, 2*time.Second)
 	rest, err := io.ReadAll(br)
 	if err != nil || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") || strings.Count(string(rest), `"content":"w`) != 25 {
 		t.Fatalf("stream in flight did not complete: %v, %q", err, rest)

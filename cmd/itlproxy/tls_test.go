@@ -234,18 +234,9 @@ func TestUpstreamMTLS(t *testing.T) {
 		{"with a client certificate", map[string]string{"ITLPROXY_UPSTREAM_CLIENT_CERT_FILE": clientCertFile, "ITLPROXY_UPSTREAM_CLIENT_KEY_FILE": clientKeyFile}, http.StatusOK},
 		{"without", nil, http.StatusBadGateway},
 	} {
-		env := map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_UPSTREAM_CA_FILE": pki.caFile}
-		for k, v := range c.env {
-			env[k] = v
-		}
-		in := start(t, nil, env)
-		resp, err := http.Post("http://"+in.proxy+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != c.want {
-			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+		_, code := postStatus(t, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_UPSTREAM_CA_FILE": pki.caFile}, c.env)
+		if code != c.want {
+			t.Errorf("%s: %d, want %d", c.name, code, c.want)
 		}
 	}
 	_, err := loadConfig(map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_UPSTREAM_CLIENT_CERT_FILE": clientCertFile}, false)
