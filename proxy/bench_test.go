@@ -13,22 +13,29 @@ import (
 	"github.com/itlproxy/itlproxy/metrics"
 )
 
-// BenchmarkMeasureEvent measures the per-event cost of the measuring path
-// (split, classify, stamp, observe) over a recorded vLLM stream, read in
-// one-event reads as a proxy sees them. Reported per event.
-func BenchmarkMeasureEvent(b *testing.B) {
+// recordedStreamMeter returns the events of a recorded vLLM stream, each
+// as one read, their mean size, and a stream meter for them.
+func recordedStreamMeter(b *testing.B) (evs [][]byte, eventBytes int64, m *streamMeter) {
+	b.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", "streams", "vllm_chat_usage.sse"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	evs := events(string(raw))
+	evs = events(string(raw))
 	rec, err := metrics.New(prometheus.NewRegistry(), metrics.Options{MaxModels: 4})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ex := newExchange(rec, rec.Labels("m", metrics.EndpointChatCompletions), time.Now(), metrics.IDs{Request: "r"}, false, true)
-	m := newStreamMeter(ex, 1<<20, true)
-	b.SetBytes(int64(len(raw)) / int64(len(evs)))
+	return evs, int64(len(raw)) / int64(len(evs)), newStreamMeter(ex, 1<<20, true)
+}
+
+// BenchmarkMeasureEvent measures the per-event cost of the measuring path
+// (split, classify, stamp, observe) over a recorded vLLM stream, read in
+// one-event reads as a proxy sees them. Reported per event.
+func BenchmarkMeasureEvent(b *testing.B) {
+	evs, eventBytes, m := recordedStreamMeter(b)
+	b.SetBytes(eventBytes)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -39,17 +46,8 @@ func BenchmarkMeasureEvent(b *testing.B) {
 // BenchmarkPassthroughRead is the same path through sseBody, as
 // httputil.ReverseProxy drives it.
 func BenchmarkPassthroughRead(b *testing.B) {
-	raw, err := os.ReadFile(filepath.Join("testdata", "streams", "vllm_chat_usage.sse"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	evs := events(string(raw))
-	rec, err := metrics.New(prometheus.NewRegistry(), metrics.Options{MaxModels: 4})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ex := newExchange(rec, rec.Labels("m", metrics.EndpointChatCompletions), time.Now(), metrics.IDs{Request: "r"}, false, true)
-	body := &sseBody{m: newStreamMeter(ex, 1<<20, true)}
+	evs, _, m := recordedStreamMeter(b)
+	body := &sseBody{m: m}
 	src := &bytes.Reader{}
 	body.rc = io.NopCloser(src)
 	buf := make([]byte, 32<<10)
