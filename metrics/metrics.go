@@ -159,57 +159,48 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			"Request duration: from the proxy receiving the request headers (t0) to the last byte of the "+
 				"response handed to the client, or to the request failing. Every request, streamed or not.",
 			durationBuckets, "model", "endpoint", "streaming"),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "requests_total",
-			Help: "Requests proxied, counted when the response ends, by the status returned to the client " +
-				"(499: the client went away before any response). streaming is true when the request asked " +
+		requests: counter("requests_total",
+			"Requests proxied, counted when the response ends, by the status returned to the client "+
+				"(499: the client went away before any response). streaming is true when the request asked "+
 				"for a stream or the response was an event stream.",
-		}, []string{"model", "endpoint", "streaming", "code"}),
-		streams: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "streams_total",
-			Help: "Streams ended, by outcome: completed (the upstream ended the stream cleanly), " +
-				"client_canceled (the client went away first; the upstream request was canceled), " +
-				"upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), " +
-				"rejected (the upstream refused the request with a 4xx status), idle_timeout (the upstream " +
-				"went silent for the stream idle timeout and the proxy cut the stream), incomplete (the " +
+			"model", "endpoint", "streaming", "code"),
+		streams: counter("streams_total",
+			"Streams ended, by outcome: completed (the upstream ended the stream cleanly), "+
+				"client_canceled (the client went away first; the upstream request was canceled), "+
+				"upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), "+
+				"rejected (the upstream refused the request with a 4xx status), idle_timeout (the upstream "+
+				"went silent for the stream idle timeout and the proxy cut the stream), incomplete (the "+
 				"upstream ended the response early, as the Responses API's response.incomplete says).",
-		}, []string{"model", "endpoint", "outcome"}),
-		outputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "output_tokens_total",
-			Help: "Output tokens, counted when a response ends: usage.completion_tokens when the upstream " +
+			"model", "endpoint", "outcome"),
+		outputTokens: counter("output_tokens_total",
+			"Output tokens, counted when a response ends: usage.completion_tokens when the upstream "+
 				"reported usage, else, for streams, the number of token-bearing events.",
-		}, []string{"model", "endpoint"}),
-		inputTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "input_tokens_total",
-			Help: "Input (prompt) tokens from usage.prompt_tokens, when the upstream reported usage.",
-		}, []string{"model", "endpoint"}),
-		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "active_streams",
-			Help: "Streams in flight: from the proxy receiving a stream request's headers (or, if the " +
+			"model", "endpoint"),
+		inputTokens: counter("input_tokens_total",
+			"Input (prompt) tokens from usage.prompt_tokens, when the upstream reported usage.",
+			"model", "endpoint"),
+		active: gauge("active_streams",
+			"Streams in flight: from the proxy receiving a stream request's headers (or, if the "+
 				"request did not say, the upstream's event-stream headers) to the end of the response.",
-		}, []string{"model", "endpoint"}),
-		parseFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "parse_failures_total",
-			Help: "Upstream response data the measurement could not read, by reason (invalid_json, " +
-				"event_too_large, truncated, body_too_large, content_encoding). The bytes were forwarded " +
+			"model", "endpoint"),
+		parseFailures: counter("parse_failures_total",
+			"Upstream response data the measurement could not read, by reason (invalid_json, "+
+				"event_too_large, truncated, body_too_large, content_encoding). The bytes were forwarded "+
 				"unchanged; only the measurement is missing.",
-		}, []string{"model", "endpoint", "reason"}),
-		sloBreaches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "slo_breaches_total",
-			Help: "Observations over the model's objective, counted exactly: slo=ttft once per stream whose " +
-				"time to first token exceeds it, itl once per gap that exceeds it, tpot once per stream whose " +
+			"model", "endpoint", "reason"),
+		sloBreaches: counter("slo_breaches_total",
+			"Observations over the model's objective, counted exactly: slo=ttft once per stream whose "+
+				"time to first token exceeds it, itl once per gap that exceeds it, tpot once per stream whose "+
 				"time per output token exceeds it. Breach ratio = this / the matching histogram's _count.",
-		}, []string{"model", "slo"}),
-		sloObjective: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "slo_objective_seconds",
-			Help: "The configured objective of each model label value and kind (ttft, itl, tpot); absent " +
+			"model", "slo"),
+		sloObjective: gauge("slo_objective_seconds",
+			"The configured objective of each model label value and kind (ttft, itl, tpot); absent "+
 				"where there is none.",
-		}, []string{"model", "slo"}),
-		stalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "stalls_total",
-			Help: "Gaps between consecutive token-bearing events longer than the stall threshold " +
+			"model", "slo"),
+		stalls: counter("stalls_total",
+			"Gaps between consecutive token-bearing events longer than the stall threshold "+
 				"(ITLPROXY_STALL_THRESHOLD): a frozen stream, whatever the objectives.",
-		}, []string{"model", "endpoint"}),
+			"model", "endpoint"),
 		itlByPosition: histogram("inter_token_latency_by_position_seconds",
 			"Inter-token latency by where the gap falls in its stream: position is the band (1-32, "+
 				"33-128, 129-512, 513-2048, 2049+) of the output position of the token event that ends the "+
@@ -238,11 +229,10 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 				"the session's first 3 streams), observed when each later stream with at least 5 gaps ends. "+
 				"Above 1: the session got slower.",
 			ratioBuckets, "model"),
-		sessionsDegraded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "sessions_degraded_total",
-			Help: "Sessions counted once, when a stream's median gap first exceeds the degradation factor " +
+		sessionsDegraded: counter("sessions_degraded_total",
+			"Sessions counted once, when a stream's median gap first exceeds the degradation factor "+
 				"(ITLPROXY_SESSION_DEGRADE_FACTOR) times the session's baseline.",
-		}, []string{"model"}),
+			"model"),
 	}
 	m.tokensPerEvent = histogram("tokens_per_event",
 		"Output tokens carried by each token-bearing event: the event's own count where the upstream "+
@@ -299,6 +289,14 @@ func (m *Metrics) admitModel(label string) {
 			m.sloBreaches.WithLabelValues(label, slo)
 		}
 	})
+}
+
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+}
+
+func gauge(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
 }
 
 func histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
