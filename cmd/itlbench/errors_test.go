@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/itlproxy/itlproxy/cmd/internal/cmdtest"
 )
 
 // faultyUpstream fails in the way the request's model names.
@@ -245,15 +247,8 @@ func TestExitStatuses(t *testing.T) {
 	} {
 		cmd := exec.Command(os.Args[0], c.args...)
 		cmd.Env = append(os.Environ(), "ITLBENCH_TEST_RUN_MAIN=1")
-		out, err := cmd.CombinedOutput()
-		status := 0
-		var exitErr *exec.ExitError
-		if errors.As(err, &exitErr) {
-			status = exitErr.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if status != c.status || !strings.Contains(string(out), c.output) {
+		out, status := cmdtest.ExitStatus(t, cmd)
+		if status != c.status || !strings.Contains(out, c.output) {
 			t.Errorf("%v: exit %d with %q; want %d with %q", c.args, status, out, c.status, c.output)
 		}
 	}

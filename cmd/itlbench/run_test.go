@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/itlproxy/itlproxy/cmd/internal/cmdtest"
 	"github.com/itlproxy/itlproxy/cmd/internal/llmsim"
 )
 
@@ -29,22 +30,7 @@ func TestMain(m *testing.M) {
 }
 
 // lockedBuffer is an io.Writer safe to read while run writes to it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type lockedBuffer = cmdtest.LockedBuffer
 
 // bench runs itlbench with args and -json, and decodes its report.
 func benchJSON(t *testing.T, ctx context.Context, args ...string) (report, string, error) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,10 +10,10 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/itlproxy/itlproxy/cmd/internal/cmdtest"
 	"github.com/itlproxy/itlproxy/metrics/metricstest"
 )
 
@@ -28,22 +27,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// lockedBuffer is an io.Writer safe to read while run writes to it.
+type lockedBuffer = cmdtest.LockedBuffer
 
 // freeAddr returns a loopback address nothing listens on, with a port
 // below the kernel's ephemeral range, so that no outgoing connection of a

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/itlproxy/itlproxy/cmd/internal/cmdtest"
 )
 
 // TestDemoExportsITL runs the README's demo command and expects ITL samples
@@ -166,15 +167,8 @@ func TestExitStatuses(t *testing.T) {
 			cmd.Env = append(os.Environ(), "ITLPROXY_TEST_RUN_MAIN=1",
 				"ITLPROXY_LISTEN_ADDR="+proxyAddr, "ITLPROXY_ADMIN_ADDR="+adminAddr)
 			cmd.Env = append(cmd.Env, c.env...)
-			out, err := cmd.CombinedOutput()
-			status := 0
-			var exitErr *exec.ExitError
-			if errors.As(err, &exitErr) {
-				status = exitErr.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if status != c.status || !strings.Contains(string(out), c.output) {
+			out, status := cmdtest.ExitStatus(t, cmd)
+			if status != c.status || !strings.Contains(out, c.output) {
 				t.Errorf("exit %d with %q; want %d with %q", status, out, c.status, c.output)
 			}
 		})
