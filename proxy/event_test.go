@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/itlproxy/itlproxy/metrics"
@@ -14,47 +12,39 @@ import (
 // token-bearing events and usage that the proxy's own measurement finds
 // (checkStreamMetrics holds the proxy to the same fixture table).
 func TestStreamScannerReadsFixtures(t *testing.T) {
-	for _, fx := range fixtures {
-		raw, err := os.ReadFile(filepath.Join("testdata", "streams", fx.file))
-		if err != nil {
-			t.Fatal(err)
+	forEachFraming(t, func(t *testing.T, fx fixture, _, stream string) {
+		tokens, done, failed := 0, false, false
+		output := int64(-1)
+		s := NewStreamScanner(fx.label(), 1<<20, func(e Event) {
+			if e.Invalid || e.Oversized {
+				t.Errorf("unreadable event: %+v", e)
+			}
+			if e.Token {
+				tokens++
+			}
+			if e.HasUsage && e.OutputTokens >= 0 {
+				output = e.OutputTokens
+			}
+			done = done || e.Done
+			failed = failed || e.Failed
+		})
+		rng := rand.New(rand.NewPCG(uint64(len(stream)), 7))
+		for rest := []byte(stream); len(rest) > 0; {
+			n := min(len(rest), 1+rng.IntN(100))
+			s.Write(rest[:n])
+			rest = rest[n:]
 		}
-		for name, stream := range framings(string(raw)) {
-			t.Run(fx.file+"/"+name, func(t *testing.T) {
-				tokens, done, failed := 0, false, false
-				output := int64(-1)
-				s := NewStreamScanner(fx.label(), 1<<20, func(e Event) {
-					if e.Invalid || e.Oversized {
-						t.Errorf("unreadable event: %+v", e)
-					}
-					if e.Token {
-						tokens++
-					}
-					if e.HasUsage && e.OutputTokens >= 0 {
-						output = e.OutputTokens
-					}
-					done = done || e.Done
-					failed = failed || e.Failed
-				})
-				rng := rand.New(rand.NewPCG(uint64(len(stream)), 7))
-				for rest := []byte(stream); len(rest) > 0; {
-					n := min(len(rest), 1+rng.IntN(100))
-					s.Write(rest[:n])
-					rest = rest[n:]
-				}
-				if s.End() {
-					t.Error("a complete stream read as truncated")
-				}
-				if output < 0 {
-					output = int64(tokens)
-				}
-				wantFailed := fx.outcome == metrics.OutcomeUpstreamError
-				if tokens != fx.tokens || output != fx.output || failed != wantFailed {
-					t.Errorf("%d tokens, output %d, failed %v; want %d, %d, %v", tokens, output, failed, fx.tokens, fx.output, wantFailed)
-				}
-			})
+		if s.End() {
+			t.Error("a complete stream read as truncated")
 		}
-	}
+		if output < 0 {
+			output = int64(tokens)
+		}
+		wantFailed := fx.outcome == metrics.OutcomeUpstreamError
+		if tokens != fx.tokens || output != fx.output || failed != wantFailed {
+			t.Errorf("%d tokens, output %d, failed %v; want %d, %d, %v", tokens, output, failed, fx.tokens, fx.output, wantFailed)
+		}
+	})
 	var events []Event
 	s := NewStreamScanner(metrics.EndpointChatCompletions, 64, func(e Event) { events = append(events, e) })
 	s.Write([]byte("event: error\ndata: {}\n\ndata: [DONE]\n\ndata: " + string(make([]byte, 100)) + "\n\ndata: {\n\ndata: {\"choices\""))

@@ -91,46 +91,52 @@ func framings(stream string) map[string]string {
 	}
 }
 
-// TestStreamsArriveByteIdentical sends every fixture in every framing, cut
-// into random chunks, through the proxy: the client must receive exactly
-// the upstream's bytes, and the measurement must find the same events
-// whatever the framing and the cuts.
-func TestStreamsArriveByteIdentical(t *testing.T) {
+// forEachFraming runs test, as a subtest, on every fixture written in
+// every framing.
+func forEachFraming(t *testing.T, test func(t *testing.T, fx fixture, name, stream string)) {
 	for _, fx := range fixtures {
 		raw, err := os.ReadFile(filepath.Join("testdata", "streams", fx.file))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for name, stream := range framings(string(raw)) {
-			t.Run(fx.file+"/"+name, func(t *testing.T) {
-				rng := rand.New(rand.NewPCG(uint64(len(stream)), uint64(len(name))))
-				var chunks [][]byte
-				for rest := []byte(stream); len(rest) > 0; {
-					n := min(len(rest), 1+rng.IntN(200))
-					chunks = append(chunks, rest[:n])
-					rest = rest[n:]
-				}
-				h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					writeChunks(w, r, chunks, nil)
-				}))
-				endpoint := cmp(fx.endpoint, "/v1/chat/completions")
-				resp := h.post(endpoint, `{"model":"m","stream":true}`)
-				got, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, []byte(stream)) {
-					t.Fatalf("client got %d bytes that differ from the upstream's %d", len(got), len(stream))
-				}
-				if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
-					t.Errorf("Content-Type %q", ct)
-				}
-				h.waitServed(1)
-				checkStreamMetrics(t, h, fx)
-			})
+			t.Run(fx.file+"/"+name, func(t *testing.T) { test(t, fx, name, stream) })
 		}
 	}
+}
+
+// TestStreamsArriveByteIdentical sends every fixture in every framing, cut
+// into random chunks, through the proxy: the client must receive exactly
+// the upstream's bytes, and the measurement must find the same events
+// whatever the framing and the cuts.
+func TestStreamsArriveByteIdentical(t *testing.T) {
+	forEachFraming(t, func(t *testing.T, fx fixture, name, stream string) {
+		rng := rand.New(rand.NewPCG(uint64(len(stream)), uint64(len(name))))
+		var chunks [][]byte
+		for rest := []byte(stream); len(rest) > 0; {
+			n := min(len(rest), 1+rng.IntN(200))
+			chunks = append(chunks, rest[:n])
+			rest = rest[n:]
+		}
+		h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeChunks(w, r, chunks, nil)
+		}))
+		endpoint := cmp(fx.endpoint, "/v1/chat/completions")
+		resp := h.post(endpoint, `{"model":"m","stream":true}`)
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, []byte(stream)) {
+			t.Fatalf("client got %d bytes that differ from the upstream's %d", len(got), len(stream))
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+			t.Errorf("Content-Type %q", ct)
+		}
+		h.waitServed(1)
+		checkStreamMetrics(t, h, fx)
+	})
 }
 
 func cmp(a, b string) string {
