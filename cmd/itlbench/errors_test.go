@@ -10,8 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -245,9 +243,7 @@ func TestExitStatuses(t *testing.T) {
 		{[]string{"upstream", "--help"}, 0, "-itl duration"},
 		{[]string{"-url", "http://" + dead + "/v1", "-model", "m", "-requests", "1"}, 1, "itlbench: no request succeeded"},
 	} {
-		cmd := exec.Command(os.Args[0], c.args...)
-		cmd.Env = append(os.Environ(), "ITLBENCH_TEST_RUN_MAIN=1")
-		out, status := cmdtest.ExitStatus(t, cmd)
+		out, status := cmdtest.RunMain(t, nil, c.args...)
 		if status != c.status || !strings.Contains(out, c.output) {
 			t.Errorf("%v: exit %d with %q; want %d with %q", c.args, status, out, c.status, c.output)
 		}

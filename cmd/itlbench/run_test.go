@@ -9,7 +9,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -19,15 +18,9 @@ import (
 	"github.com/itlproxy/itlproxy/cmd/internal/llmsim"
 )
 
-// TestMain lets a test run the real main in a child process, to check exit
-// statuses from outside.
-func TestMain(m *testing.M) {
-	if os.Getenv("ITLBENCH_TEST_RUN_MAIN") == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// TestMain lets a test run the real main in a child process
+// (cmdtest.RunMain), to check exit statuses from outside.
+func TestMain(m *testing.M) { cmdtest.Main(m, main) }
 
 // lockedBuffer is an io.Writer safe to read while run writes to it.
 type lockedBuffer = cmdtest.LockedBuffer

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,15 +16,9 @@ import (
 	"github.com/itlproxy/itlproxy/metrics/metricstest"
 )
 
-// TestMain lets a test run the real main in a child process, to check exit
-// statuses from outside.
-func TestMain(m *testing.M) {
-	if os.Getenv("ITLPROXY_TEST_RUN_MAIN") == "1" {
-		main()
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
+// TestMain lets a test run the real main in a child process
+// (cmdtest.RunMain), to check exit statuses from outside.
+func TestMain(m *testing.M) { cmdtest.Main(m, main) }
 
 // lockedBuffer is an io.Writer safe to read while run writes to it.
 type lockedBuffer = cmdtest.LockedBuffer

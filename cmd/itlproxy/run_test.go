@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -163,11 +161,8 @@ func TestExitStatuses(t *testing.T) {
 		{"version", []string{"version"}, nil, 0, "itlproxy dev"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], c.args...)
-			cmd.Env = append(os.Environ(), "ITLPROXY_TEST_RUN_MAIN=1",
-				"ITLPROXY_LISTEN_ADDR="+proxyAddr, "ITLPROXY_ADMIN_ADDR="+adminAddr)
-			cmd.Env = append(cmd.Env, c.env...)
-			out, status := cmdtest.ExitStatus(t, cmd)
+			env := append([]string{"ITLPROXY_LISTEN_ADDR=" + proxyAddr, "ITLPROXY_ADMIN_ADDR=" + adminAddr}, c.env...)
+			out, status := cmdtest.RunMain(t, env, c.args...)
 			if status != c.status || !strings.Contains(out, c.output) {
 				t.Errorf("exit %d with %q; want %d with %q", status, out, c.status, c.output)
 			}

@@ -5,6 +5,7 @@ package cmdtest
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
 	"sync"
 	"testing"
@@ -29,10 +30,29 @@ func (b *LockedBuffer) String() string {
 	return b.buf.String()
 }
 
-// ExitStatus runs cmd to its end and returns what it wrote to stdout and
-// stderr together, and its exit status. It fails t if cmd could not run.
-func ExitStatus(t testing.TB, cmd *exec.Cmd) (output string, status int) {
+// runMainEnv, set to 1 in a test binary's environment, makes Main run the
+// command's main instead of the tests.
+const runMainEnv = "CMDTEST_RUN_MAIN"
+
+// Main is a command's TestMain: it runs main when RunMain started the test
+// binary, and the tests otherwise.
+func Main(m *testing.M, main func()) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// RunMain runs the command's real main in a child process (the test binary,
+// whose TestMain is Main) with args and env added to the test's environment,
+// and returns what it wrote to stdout and stderr together, and its exit
+// status: a check of exit statuses from outside. It fails t if the child
+// could not run.
+func RunMain(t testing.TB, env []string, args ...string) (output string, status int) {
 	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
 	out, err := cmd.CombinedOutput()
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
