@@ -73,92 +73,95 @@ func TestConfigValues(t *testing.T) {
 	}
 }
 
+// configErrorCases are bad configurations and the exact problems each
+// must be refused with.
+var configErrorCases = []struct {
+	name string
+	env  map[string]string
+	demo bool
+	want []string
+}{
+	{
+		name: "no upstream",
+		env:  map[string]string{},
+		want: []string{"ITLPROXY_UPSTREAM_URL: required: the URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000"},
+	},
+	{
+		name: "bad upstreams hide passwords",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "ftp://user:hunter2@host"},
+		want: []string{`ITLPROXY_UPSTREAM_URL="ftp://user:xxxxx@host": scheme must be http or https`},
+	},
+	{
+		name: "upstream without host",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "http:///v1"},
+		want: []string{`ITLPROXY_UPSTREAM_URL="http:///v1": no host`},
+	},
+	{
+		name: "upstream not a URL",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "http://[::1"},
+		want: []string{`ITLPROXY_UPSTREAM_URL="(unparsable URL)": not a URL`},
+	},
+	{
+		name: "every problem at once, in field order",
+		env: map[string]string{
+			"ITLPROXY_UPSTREAM_URL":           "localhost:8000",
+			"ITLPROXY_LISTEN_ADDR":            "8080",
+			"ITLPROXY_ADMIN_ADDR":             "admin",
+			"ITLPROXY_MAX_MODELS":             "many",
+			"ITLPROXY_MAX_REQUEST_BYTES":      "0",
+			"ITLPROXY_MAX_EVENT_BYTES":        "1MB",
+			"ITLPROXY_UPSTREAM_TIMEOUT":       "10",
+			"ITLPROXY_SHUTDOWN_DELAY":         "-1s",
+			"ITLPROXY_SHUTDOWN_TIMEOUT":       "soon",
+			"ITLPROXY_LOG_LEVEL":              "verbose",
+			"ITLPROXY_LOG_FORMAT":             "xml",
+			"ITLPROXY_DEMO_CLIENTS":           "-3",
+			"ITLPROXY_SESSION_HEADER":         "X Session",
+			"ITLPROXY_SESSION_FROM_USER":      "yes",
+			"ITLPROXY_SESSION_MAX":            "0",
+			"ITLPROXY_SESSION_TTL":            "0s",
+			"ITLPROXY_SESSION_DEGRADE_FACTOR": "1",
+		},
+		want: []string{
+			`ITLPROXY_MAX_MODELS="many": not a whole number`,
+			`ITLPROXY_MAX_EVENT_BYTES="1MB": not a size (e.g. 1048576, 512KiB, 32MiB)`,
+			`ITLPROXY_UPSTREAM_TIMEOUT="10": not a duration (e.g. 500ms, 30s, 10m)`,
+			`ITLPROXY_SHUTDOWN_TIMEOUT="soon": not a duration (e.g. 500ms, 30s, 10m)`,
+			`ITLPROXY_SESSION_FROM_USER="yes": not true or false`,
+			`ITLPROXY_UPSTREAM_URL="localhost:8000": scheme must be http or https`,
+			`ITLPROXY_LISTEN_ADDR="8080": not a host:port address (e.g. :8080, 127.0.0.1:8080)`,
+			`ITLPROXY_ADMIN_ADDR="admin": not a host:port address (e.g. :9090, 127.0.0.1:9090)`,
+			`ITLPROXY_MAX_REQUEST_BYTES="0": must be at least 1`,
+			`ITLPROXY_SHUTDOWN_DELAY="-1s": must not be negative`,
+			`ITLPROXY_SESSION_HEADER="X Session": not a header name`,
+			`ITLPROXY_SESSION_MAX="0": must be at least 1`,
+			`ITLPROXY_SESSION_TTL="0s": must be positive`,
+			`ITLPROXY_SESSION_DEGRADE_FACTOR="1": must be greater than 1`,
+			`ITLPROXY_LOG_LEVEL="verbose": must be debug, info, warn or error`,
+			`ITLPROXY_LOG_FORMAT="xml": must be json or console`,
+			`ITLPROXY_DEMO_CLIENTS="-3": must not be negative`,
+		},
+	},
+	{
+		name: "admin on the proxy port",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_LISTEN_ADDR": "127.0.0.1:8080", "ITLPROXY_ADMIN_ADDR": ":8080"},
+		want: []string{`ITLPROXY_ADMIN_ADDR=":8080": must differ from ITLPROXY_LISTEN_ADDR: the proxy port serves only proxied traffic`},
+	},
+	{
+		name: "event bound too small",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_MAX_EVENT_BYTES": "100"},
+		want: []string{`ITLPROXY_MAX_EVENT_BYTES="100": must be between 1KiB and 1GiB`},
+	},
+	{
+		name: "demo needs no upstream but checks the rest",
+		env:  map[string]string{"ITLPROXY_MAX_MODELS": "0"},
+		demo: true,
+		want: []string{`ITLPROXY_MAX_MODELS="0": must be at least 1`},
+	},
+}
+
 func TestConfigErrors(t *testing.T) {
-	cases := []struct {
-		name string
-		env  map[string]string
-		demo bool
-		want []string
-	}{
-		{
-			name: "no upstream",
-			env:  map[string]string{},
-			want: []string{"ITLPROXY_UPSTREAM_URL: required: the URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000"},
-		},
-		{
-			name: "bad upstreams hide passwords",
-			env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "ftp://user:hunter2@host"},
-			want: []string{`ITLPROXY_UPSTREAM_URL="ftp://user:xxxxx@host": scheme must be http or https`},
-		},
-		{
-			name: "upstream without host",
-			env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "http:///v1"},
-			want: []string{`ITLPROXY_UPSTREAM_URL="http:///v1": no host`},
-		},
-		{
-			name: "upstream not a URL",
-			env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "http://[::1"},
-			want: []string{`ITLPROXY_UPSTREAM_URL="(unparsable URL)": not a URL`},
-		},
-		{
-			name: "every problem at once, in field order",
-			env: map[string]string{
-				"ITLPROXY_UPSTREAM_URL":           "localhost:8000",
-				"ITLPROXY_LISTEN_ADDR":            "8080",
-				"ITLPROXY_ADMIN_ADDR":             "admin",
-				"ITLPROXY_MAX_MODELS":             "many",
-				"ITLPROXY_MAX_REQUEST_BYTES":      "0",
-				"ITLPROXY_MAX_EVENT_BYTES":        "1MB",
-				"ITLPROXY_UPSTREAM_TIMEOUT":       "10",
-				"ITLPROXY_SHUTDOWN_DELAY":         "-1s",
-				"ITLPROXY_SHUTDOWN_TIMEOUT":       "soon",
-				"ITLPROXY_LOG_LEVEL":              "verbose",
-				"ITLPROXY_LOG_FORMAT":             "xml",
-				"ITLPROXY_DEMO_CLIENTS":           "-3",
-				"ITLPROXY_SESSION_HEADER":         "X Session",
-				"ITLPROXY_SESSION_FROM_USER":      "yes",
-				"ITLPROXY_SESSION_MAX":            "0",
-				"ITLPROXY_SESSION_TTL":            "0s",
-				"ITLPROXY_SESSION_DEGRADE_FACTOR": "1",
-			},
-			want: []string{
-				`ITLPROXY_MAX_MODELS="many": not a whole number`,
-				`ITLPROXY_MAX_EVENT_BYTES="1MB": not a size (e.g. 1048576, 512KiB, 32MiB)`,
-				`ITLPROXY_UPSTREAM_TIMEOUT="10": not a duration (e.g. 500ms, 30s, 10m)`,
-				`ITLPROXY_SHUTDOWN_TIMEOUT="soon": not a duration (e.g. 500ms, 30s, 10m)`,
-				`ITLPROXY_SESSION_FROM_USER="yes": not true or false`,
-				`ITLPROXY_UPSTREAM_URL="localhost:8000": scheme must be http or https`,
-				`ITLPROXY_LISTEN_ADDR="8080": not a host:port address (e.g. :8080, 127.0.0.1:8080)`,
-				`ITLPROXY_ADMIN_ADDR="admin": not a host:port address (e.g. :9090, 127.0.0.1:9090)`,
-				`ITLPROXY_MAX_REQUEST_BYTES="0": must be at least 1`,
-				`ITLPROXY_SHUTDOWN_DELAY="-1s": must not be negative`,
-				`ITLPROXY_SESSION_HEADER="X Session": not a header name`,
-				`ITLPROXY_SESSION_MAX="0": must be at least 1`,
-				`ITLPROXY_SESSION_TTL="0s": must be positive`,
-				`ITLPROXY_SESSION_DEGRADE_FACTOR="1": must be greater than 1`,
-				`ITLPROXY_LOG_LEVEL="verbose": must be debug, info, warn or error`,
-				`ITLPROXY_LOG_FORMAT="xml": must be json or console`,
-				`ITLPROXY_DEMO_CLIENTS="-3": must not be negative`,
-			},
-		},
-		{
-			name: "admin on the proxy port",
-			env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_LISTEN_ADDR": "127.0.0.1:8080", "ITLPROXY_ADMIN_ADDR": ":8080"},
-			want: []string{`ITLPROXY_ADMIN_ADDR=":8080": must differ from ITLPROXY_LISTEN_ADDR: the proxy port serves only proxied traffic`},
-		},
-		{
-			name: "event bound too small",
-			env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_MAX_EVENT_BYTES": "100"},
-			want: []string{`ITLPROXY_MAX_EVENT_BYTES="100": must be between 1KiB and 1GiB`},
-		},
-		{
-			name: "demo needs no upstream but checks the rest",
-			env:  map[string]string{"ITLPROXY_MAX_MODELS": "0"},
-			demo: true,
-			want: []string{`ITLPROXY_MAX_MODELS="0": must be at least 1`},
-		},
-	}
-	for _, tc := range cases {
+	for _, tc := range configErrorCases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := loadConfig(tc.env, tc.demo)
 			var ce *configError
