@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 6's benchmarks in one command (BENCHMARKS.md explains the method).
+# itlproxy's benchmarks in one command (BENCHMARKS.md explains the method).
 #
 #   bench/run.sh --smoke    reduced sizes, a few minutes: proves every part works
 #   bench/run.sh --full     the published sizes: 100/1,000/5,000 streams, 10,000

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Issue 6's targets.
+// The cost targets that BENCHMARKS.md judges each run against.
 const (
 	targetVsNginx      = 1.5  // itlproxy's CPU per event, at most this many times nginx's
 	targetVsPlain      = 1.1  // ... and the plain Go proxy's

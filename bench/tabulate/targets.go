@@ -6,7 +6,7 @@ import (
 )
 
 func (res *results) targetsTable(b *strings.Builder) {
-	b.WriteString("#### Issue 6's targets\n\n| target | itlproxy measured | verdict |\n|---|---|---|\n")
+	b.WriteString("#### Targets\n\n| target | itlproxy measured | verdict |\n|---|---|---|\n")
 	ratioRow := func(name, other string, limit float64) {
 		worst := 0.0
 		text, ok := res.series(func(r *row) (string, bool) {
