@@ -1,9 +1,3 @@
-// Command itlbench is a load generator for OpenAI-compatible LLM servers
-// that measures, on the client's clock, what wrk, hey or vegeta cannot:
-// time to first token, every gap between streamed tokens, and time per
-// output token. It can also compare its numbers with itlproxy's /metrics,
-// and serve a simulated upstream with fixed timing for benchmarks.
-// `itlbench -h` documents it.
 package main
 
 import (

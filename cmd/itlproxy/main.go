@@ -1,7 +1,3 @@
-// Command itlproxy is a reverse proxy for OpenAI-compatible LLM servers
-// that measures time to first token, inter-token latency and time per
-// output token as responses stream through, and exports them for
-// Prometheus. `itlproxy -h` lists its configuration.
 package main
 
 import (

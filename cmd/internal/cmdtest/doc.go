@@ -1,0 +1,3 @@
+// Package cmdtest holds what the tests of itlproxy's and itlbench's
+// commands share.
+package cmdtest

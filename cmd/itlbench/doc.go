@@ -1,0 +1,25 @@
+// Command itlbench is a load generator for LLM servers that measures, on
+// the client's clock, what wrk, hey or vegeta cannot: time to first token,
+// every gap between streamed tokens, and time per output token. It counts
+// token-bearing events with the same parsers as itlproxy (package
+// proxy/events), so that the two ends of a comparison count the same
+// events. `itlbench -h` documents it.
+//
+// Three commands:
+//
+//   - A load run (run.go, flags.go): workers (request.go), one goroutine
+//     each, send requests at a fixed concurrency or rate, read each stream
+//     through the shared parsers, stamp every event when the read that
+//     completed it returned, and record into lock-free log-linear
+//     histograms (hist.go, stats.go). At the end it prints a text or JSON
+//     report (report.go); with -compare it scrapes itlproxy's /metrics
+//     before and after the run and compares the proxy's histograms with its
+//     own (compare.go); with -watch-pid it reports the CPU time and memory
+//     of the named processes over the measured run (watch.go).
+//   - `itlbench upstream` (upstream.go) serves a simulated OpenAI-compatible
+//     upstream with fixed timing (package cmd/internal/llmsim), over HTTP or
+//     HTTPS with HTTP/2.
+//   - `itlbench plainproxy` (plainproxy.go) serves Go's plain
+//     httputil.ReverseProxy, measuring nothing: the baseline that itlproxy's
+//     cost is compared with in BENCHMARKS.md.
+package main

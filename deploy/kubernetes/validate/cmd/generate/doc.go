@@ -1,0 +1,4 @@
+// Command generate writes the manifests of deploy/kubernetes that are made
+// from other files of the repository (see package validate). go generate
+// runs it from deploy/kubernetes/validate.
+package main
