@@ -27,6 +27,11 @@ const maxModelNameBytes = 256
 type modelLabels struct {
 	allow map[string]bool // nil: no allow-list, cap by max
 	max   int
+	// empty is the label of an empty name: ModelUnknown for models.
+	empty string
+	// refuse, when not nil, reports names that must never be a label
+	// value, whatever the allow-list (tenants that look like credentials).
+	refuse func(name string) bool
 	// admit is called once for each label value that appears after
 	// construction (under the cap), so its series can be set up.
 	admit func(label string)
@@ -38,7 +43,7 @@ type modelLabels struct {
 // newModelLabels returns the labeler. reserved models always keep their
 // name (those with objectives of their own); they count towards max.
 func newModelLabels(allow, reserved []string, max int) *modelLabels {
-	l := &modelLabels{max: max, seen: make(map[string]bool)}
+	l := &modelLabels{max: max, empty: ModelUnknown, seen: make(map[string]bool)}
 	if len(allow) > 0 {
 		l.allow = make(map[string]bool, len(allow)+len(reserved))
 		for _, m := range allow {
@@ -58,7 +63,7 @@ func newModelLabels(allow, reserved []string, max int) *modelLabels {
 // static returns the label values known from the start: the allow-list
 // (or the reserved models) and the two catch-alls.
 func (l *modelLabels) static() []string {
-	out := []string{ModelOther, ModelUnknown}
+	out := []string{ModelOther, l.empty}
 	for m := range l.allow {
 		out = append(out, m)
 	}
@@ -72,8 +77,10 @@ func (l *modelLabels) static() []string {
 func (l *modelLabels) label(model string) string {
 	switch {
 	case model == "":
-		return ModelUnknown
+		return l.empty
 	case len(model) > maxModelNameBytes || !utf8.ValidString(model):
+		return ModelOther
+	case l.refuse != nil && l.refuse(model):
 		return ModelOther
 	case l.allow != nil:
 		if l.allow[model] {

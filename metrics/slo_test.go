@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,12 +45,20 @@ func TestParseSLOs(t *testing.T) {
 				},
 			},
 		},
+		{
+			name: "max_gap at every level",
+			yaml: "default: {max_gap: 5s}\nmodels:\n  a: {max_gap: 2s}\n",
+			want: SLOs{
+				Default: Objectives{TTFT: time.Second, ITL: 100 * ms, MaxGap: 5 * time.Second},
+				Models:  map[string]Objectives{"a": {TTFT: time.Second, ITL: 100 * ms, MaxGap: 2 * time.Second}},
+			},
+		},
 		{name: "empty file", yaml: "", want: SLOs{Default: base, Models: map[string]Objectives{}}},
 		{name: "comments only", yaml: "# nothing yet\n", want: SLOs{Default: base, Models: map[string]Objectives{}}},
 		{
 			name:    "unknown key in objectives",
 			yaml:    "models:\n  a: {ttft: 1s, p99: 2s}\n",
-			wantErr: `slo.yaml:2:17: models["a"]: unknown key "p99" (want ttft, itl or tpot)`,
+			wantErr: `slo.yaml:2:17: models["a"]: unknown key "p99" (want ttft, itl, tpot or max_gap)`,
 		},
 		{
 			name:    "bad and negative durations, all reported",
@@ -61,6 +70,13 @@ func TestParseSLOs(t *testing.T) {
 		{name: "models not a mapping", yaml: "models: [a, b]\n", wantErr: "slo.yaml:1:9: models must be a mapping"},
 		{name: "objective not a scalar", yaml: "default: {itl: [1s]}\n", wantErr: `slo.yaml:1:16: default.itl: "" is not a duration (e.g. 40ms, 1.5s)`},
 		{name: "not YAML", yaml: "default: {itl: 1s\n", wantErr: "slo.yaml:1: did not find expected ',' or '}'"},
+		{name: "unknown top-level key", yaml: "tenants: {}\n", wantErr: `slo.yaml:1:1: unknown key "tenants" (want default, models or classes)`},
+		{name: "class named default", yaml: "classes:\n  default: {ttft: 1s}\n", wantErr: `slo.yaml:2:3: class "default": is the class of requests that name none: set its objectives under the top-level default`},
+		{name: "class name not a label", yaml: "classes:\n  \"a b\": {}\n", wantErr: `slo.yaml:2:3: class "a b": may hold only letters, digits, '-', '_' and '.'`},
+		{name: "class twice", yaml: "classes:\n  a: {}\n  a: {}\n", wantErr: `slo.yaml:3:3: class "a" is listed twice`},
+		{name: "unknown key in a class", yaml: "classes:\n  a: {p99: 1s}\n", wantErr: `slo.yaml:2:7: classes["a"]: unknown key "p99" (want ttft, itl, tpot, max_gap or models)`},
+		{name: "class model twice", yaml: "classes:\n  a:\n    models:\n      m: {}\n      m: {}\n", wantErr: `slo.yaml:5:7: classes["a"]: model "m" is listed twice`},
+		{name: "bad duration in a class model", yaml: "classes:\n  a:\n    models:\n      m: {itl: fast}\n", wantErr: `slo.yaml:4:16: classes["a"].models["m"].itl: "fast" is not a duration (e.g. 40ms, 1.5s)`},
 		{name: "top level not a mapping", yaml: "- a\n", wantErr: "slo.yaml:1:1: the file must be a mapping"},
 	}
 	for _, tc := range cases {
@@ -201,6 +217,7 @@ func FuzzSLOFile(f *testing.F) {
 	f.Add([]byte("default: {ttft: 2s, itl: 100ms, tpot: 80ms}\nmodels:\n  meta-llama/Llama-3.1-8B-Instruct: {ttft: 500ms, itl: 40ms}\n"))
 	f.Add([]byte("models:\n  a: {itl: 0}\n  a: {}\n"))
 	f.Add([]byte("default: [1, 2]\n"))
+	f.Add([]byte("classes:\n  interactive:\n    ttft: 1s\n    models:\n      m: {max_gap: 2s}\n  batch: {tpot: 0}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		slos, err := parseSLOs("slo.yaml", data, Objectives{ITL: 50 * ms})
 		if err != nil {
@@ -212,7 +229,7 @@ func FuzzSLOFile(f *testing.F) {
 			return
 		}
 		check := func(o Objectives) {
-			if o.TTFT < 0 || o.ITL < 0 || o.TPOT < 0 {
+			if o.TTFT < 0 || o.ITL < 0 || o.TPOT < 0 || o.MaxGap < 0 {
 				t.Fatalf("negative objective %+v from %q", o, data)
 			}
 		}
@@ -220,5 +237,66 @@ func FuzzSLOFile(f *testing.F) {
 		for _, o := range slos.Models {
 			check(o)
 		}
+		for _, c := range slos.ClassNames() {
+			if c != ClassDefault && badClassName(c) != "" {
+				t.Fatalf("class %q accepted from %q", c, data)
+			}
+			for _, m := range append(slos.modelNames(), "") {
+				check(slos.For(m, c))
+			}
+		}
 	})
+}
+
+// TestClassResolution: each kind comes from the most specific place that
+// sets it: the class's entry for the model, the class, the model, the
+// file's default, the environment.
+func TestClassResolution(t *testing.T) {
+	env := Objectives{TTFT: 9 * time.Second, ITL: 900 * ms, TPOT: 90 * ms, MaxGap: 9 * time.Second}
+	slos, err := parseSLOs("slo.yaml", []byte(`
+default: {ttft: 2s}
+models:
+  llama: {ttft: 500ms, itl: 40ms}
+classes:
+  interactive:
+    ttft: 1s
+    max_gap: 3s
+    models:
+      llama: {ttft: 300ms}
+      qwen: {tpot: 0}
+  batch: {ttft: 30s, tpot: 0}
+`), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		model, class string
+		want         Objectives
+	}{
+		{"llama", ClassDefault, Objectives{TTFT: 500 * ms, ITL: 40 * ms, TPOT: 90 * ms, MaxGap: 9 * time.Second}},
+		{"llama", "interactive", Objectives{TTFT: 300 * ms, ITL: 40 * ms, TPOT: 90 * ms, MaxGap: 3 * time.Second}},
+		{"llama", "batch", Objectives{TTFT: 30 * time.Second, ITL: 40 * ms, MaxGap: 9 * time.Second}},
+		{"qwen", "interactive", Objectives{TTFT: time.Second, ITL: 900 * ms, MaxGap: 3 * time.Second}},
+		{"qwen", ClassDefault, Objectives{TTFT: 2 * time.Second, ITL: 900 * ms, TPOT: 90 * ms, MaxGap: 9 * time.Second}},
+		{"qwen", "unknown-class", Objectives{TTFT: 2 * time.Second, ITL: 900 * ms, TPOT: 90 * ms, MaxGap: 9 * time.Second}},
+		{ModelOther, "interactive", Objectives{TTFT: time.Second, ITL: 900 * ms, TPOT: 90 * ms, MaxGap: 3 * time.Second}},
+	} {
+		if got := slos.For(c.model, c.class); got != c.want {
+			t.Errorf("For(%s, %s) = %+v, want %+v", c.model, c.class, got, c.want)
+		}
+	}
+	if got, want := slos.ClassNames(), []string{ClassDefault, "batch", "interactive"}; !slices.Equal(got, want) {
+		t.Errorf("ClassNames = %v, want %v", got, want)
+	}
+	// qwen has objectives of its own only inside a class: it still keeps
+	// its label, and every class's objectives are bucket bounds.
+	if got, want := slos.modelNames(), []string{"llama", "qwen"}; !slices.Equal(got, want) {
+		t.Errorf("modelNames = %v, want %v", got, want)
+	}
+	ttft := slos.bounds(SLOTTFT)
+	for _, b := range []float64{0.3, 0.5, 1, 2, 30} {
+		if !slices.Contains(ttft, b) {
+			t.Errorf("TTFT bounds %v lack %v", ttft, b)
+		}
+	}
 }

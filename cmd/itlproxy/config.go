@@ -53,8 +53,14 @@ type config struct {
 	SLOTTFT        time.Duration `env:"ITLPROXY_SLO_TTFT" help:"Default time-to-first-token objective of every model (e.g. 800ms). Unset: none."`
 	SLOITL         time.Duration `env:"ITLPROXY_SLO_ITL" help:"Default inter-token latency objective of every model, per gap (e.g. 50ms). Unset: none."`
 	SLOTPOT        time.Duration `env:"ITLPROXY_SLO_TPOT" help:"Default time-per-output-token objective of every model (e.g. 40ms). Unset: none."`
-	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model objectives, over the defaults above (see the README)."`
+	SLOMaxGap      time.Duration `env:"ITLPROXY_SLO_MAX_GAP" help:"Default longest-gap objective of every model, per stream (e.g. 2s): a stream whose longest gap exceeds it misses. Unset: none."`
+	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model and per-class objectives, over the defaults above (see the README)."`
 	StallThreshold time.Duration `env:"ITLPROXY_STALL_THRESHOLD" envDefault:"2s" help:"A gap between tokens longer than this counts as a stall (itlproxy_stalls_total). 0: none."`
+
+	ClassHeader  string   `env:"ITLPROXY_CLASS_HEADER" envDefault:"X-SLO-Class" help:"Request header that names the request's service class; classes not defined in ITLPROXY_SLO_FILE are labelled default."`
+	TenantHeader string   `env:"ITLPROXY_TENANT_HEADER" help:"Request header whose value is the tenant label (team, application). Unset: every tenant label is _none. Never a credential header."`
+	Tenants      []string `env:"ITLPROXY_TENANTS" help:"Comma-separated allow-list of tenant label values; other tenants are labelled _other. Empty: any tenant, up to ITLPROXY_MAX_TENANTS."`
+	MaxTenants   int      `env:"ITLPROXY_MAX_TENANTS" envDefault:"64" help:"Distinct tenant label values kept when there is no allow-list; later tenants are labelled _other."`
 
 	SessionHeader        string        `env:"ITLPROXY_SESSION_HEADER" envDefault:"X-Session-Id" help:"Request header that carries a session id (in exemplars and the session tracker, never in labels)."`
 	SessionFromUser      bool          `env:"ITLPROXY_SESSION_FROM_USER" envDefault:"false" help:"Without the session header, use the request body's \"user\" field as the session id."`
@@ -154,7 +160,7 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 	} else {
 		cfg.listenerTLS = listenerTLS
 	}
-	cfg.slos = metrics.SLOs{Default: metrics.Objectives{TTFT: cfg.SLOTTFT, ITL: cfg.SLOITL, TPOT: cfg.SLOTPOT}}
+	cfg.slos = metrics.SLOs{Default: metrics.Objectives{TTFT: cfg.SLOTTFT, ITL: cfg.SLOITL, TPOT: cfg.SLOTPOT, MaxGap: cfg.SLOMaxGap}}
 	if cfg.SLOFile != "" && len(problems) == 0 {
 		slos, err := metrics.LoadSLOFile(cfg.SLOFile, cfg.slos.Default)
 		if err != nil {
@@ -168,6 +174,7 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 		return cfg, &configError{problems: problems}
 	}
 	cfg.Models = cleanList(cfg.Models)
+	cfg.Tenants = cleanList(cfg.Tenants)
 	return cfg, nil
 }
 

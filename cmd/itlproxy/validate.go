@@ -93,6 +93,7 @@ func (c config) validateDurations(add func(key, value, why string)) {
 		{"ITLPROXY_SLO_TTFT", c.SLOTTFT},
 		{"ITLPROXY_SLO_ITL", c.SLOITL},
 		{"ITLPROXY_SLO_TPOT", c.SLOTPOT},
+		{"ITLPROXY_SLO_MAX_GAP", c.SLOMaxGap},
 		{"ITLPROXY_STALL_THRESHOLD", c.StallThreshold},
 		{"ITLPROXY_SHUTDOWN_DELAY", c.ShutdownDelay},
 		{"ITLPROXY_SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
@@ -103,8 +104,20 @@ func (c config) validateDurations(add func(key, value, why string)) {
 	}
 }
 
-// validateSessions checks session tracking.
+// validateSessions checks session tracking, service classes and tenants.
 func (c config) validateSessions(add func(key, value, why string)) {
+	if !validHeaderName(c.ClassHeader) {
+		add("ITLPROXY_CLASS_HEADER", c.ClassHeader, "not a header name")
+	}
+	switch {
+	case c.TenantHeader != "" && !validHeaderName(c.TenantHeader):
+		add("ITLPROXY_TENANT_HEADER", c.TenantHeader, "not a header name")
+	case credentialHeader(c.TenantHeader):
+		add("ITLPROXY_TENANT_HEADER", c.TenantHeader, "carries credentials, which never become label values: name a header that says who the tenant is (e.g. X-Tenant)")
+	}
+	if c.MaxTenants < 1 {
+		add("ITLPROXY_MAX_TENANTS", strconv.Itoa(c.MaxTenants), "must be at least 1")
+	}
 	if !validHeaderName(c.SessionHeader) {
 		add("ITLPROXY_SESSION_HEADER", c.SessionHeader, "not a header name")
 	}
@@ -158,6 +171,22 @@ func redactURL(raw string) string {
 		return u.Redacted()
 	}
 	return "(unparsable URL)"
+}
+
+// credentialHeader reports whether a header carries credentials: the
+// standard ones, API-key headers and anything named like a secret.
+func credentialHeader(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "authorization", "proxy-authorization", "cookie", "set-cookie":
+		return true
+	}
+	for _, part := range []string{"auth", "key", "token", "secret", "password", "credential", "cookie"} {
+		if strings.Contains(n, part) {
+			return true
+		}
+	}
+	return false
 }
 
 // validHeaderName reports whether name is an HTTP field name (RFC 9110
