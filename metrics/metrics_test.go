@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/itlproxy/itlproxy/metrics/metricstest"
+	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
 func TestModelLabels(t *testing.T) {
@@ -203,9 +203,9 @@ func TestNewRefusesDoubleRegistration(t *testing.T) {
 	}
 }
 
-func gather(t *testing.T, reg *prometheus.Registry) metricstest.Families {
+func gather(t *testing.T, reg *prometheus.Registry) scrape.Families {
 	t.Helper()
-	fs, err := metricstest.Gather(reg)
+	fs, err := scrape.Gather(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
