@@ -99,11 +99,13 @@ func (m *Metrics) trafficCollectors(r *registrar) {
 			"upstream ended the response early, as the Responses API's response.incomplete says).",
 		"model", "endpoint", "outcome")
 	m.outputTokens = r.counter("output_tokens_total",
-		"Output tokens, counted when a response ends: usage.completion_tokens when the upstream "+
-			"reported usage, else, for streams, the number of token-bearing events.",
+		"Output tokens, counted when a response ends: the usage the upstream reported "+
+			"(usage.completion_tokens, or output_tokens from the Responses and Messages APIs), else, for "+
+			"streams, the number of token-bearing events.",
 		"model", "endpoint")
 	m.inputTokens = r.counter("input_tokens_total",
-		"Input (prompt) tokens from usage.prompt_tokens, when the upstream reported usage.",
+		"Input (prompt) tokens from the usage the upstream reported (usage.prompt_tokens, or "+
+			"input_tokens from the Responses and Messages APIs), when it reported usage.",
 		"model", "endpoint")
 	m.active = r.gauge("active_streams",
 		"Streams in flight: from the proxy receiving a stream request's headers (or, if the "+
