@@ -1,6 +1,3 @@
-// Package metrics holds every Prometheus collector itlproxy exports and the
-// recorder API the proxy reports to. Nothing here is global: New registers
-// the collectors on the registry it is given.
 package metrics
 
 import (
