@@ -1,6 +1,3 @@
-// Package metrics holds every Prometheus collector itlproxy exports and the
-// recorder API the proxy reports to. Nothing here is global: New registers
-// the collectors on the registry it is given.
 package metrics
 
 import (
@@ -126,151 +123,25 @@ type Metrics struct {
 	degradeFactor  float64
 }
 
-// New creates itlproxy's collectors and registers them on reg.
+// New creates itlproxy's collectors and registers them on reg, each as it
+// is built.
 func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
-	// Objectives (and the stall threshold) are bucket bounds too, so that
-	// histogram_quantile and bucket ratios are exact at them.
-	itlBounds := opts.SLOs.bounds(SLOITL)
-	if opts.StallThreshold > 0 {
-		itlBounds = append(itlBounds, opts.StallThreshold.Seconds())
-	}
 	m := &Metrics{
 		models:         newModelLabels(opts.Models, opts.SLOs.modelNames(), opts.MaxModels),
 		slos:           opts.SLOs,
 		stallThreshold: opts.StallThreshold,
 		sessions:       newSessionTracker(max(opts.SessionMax, 1), opts.SessionTTL),
 		degradeFactor:  opts.DegradeFactor,
-		ttft: histogram("time_to_first_token_seconds",
-			"Time to first token: from the proxy receiving the request headers (t0) to the first "+
-				"token-bearing SSE event fully read from the upstream. One observation per stream that "+
-				"produced a token.",
-			withBounds(ttftBuckets, opts.SLOs.bounds(SLOTTFT)...), "model", "endpoint"),
-		itl: histogram("inter_token_latency_seconds",
-			"Inter-token latency: the gap between two consecutive token-bearing SSE events of a stream, "+
-				"each stamped when fully read from the upstream. One observation per gap; events that "+
-				"arrive in the same read are 0 s apart.",
-			withBounds(gapBuckets, itlBounds...), "model", "endpoint"),
-		tpot: histogram("time_per_output_token_seconds",
-			"Time per output token: the time from a stream's first token-bearing event to its last, "+
-				"divided by N - 1, where N = usage.completion_tokens when the upstream reported usage, else "+
-				"the number of token-bearing events. One observation per stream with N >= 2, when it ends.",
-			withBounds(gapBuckets, opts.SLOs.bounds(SLOTPOT)...), "model", "endpoint"),
-		duration: histogram("request_duration_seconds",
-			"Request duration: from the proxy receiving the request headers (t0) to the last byte of the "+
-				"response handed to the client, or to the request failing. Every request, streamed or not.",
-			durationBuckets, "model", "endpoint", "streaming"),
-		requests: counter("requests_total",
-			"Requests proxied, counted when the response ends, by the status returned to the client "+
-				"(499: the client went away before any response). streaming is true when the request asked "+
-				"for a stream or the response was an event stream.",
-			"model", "endpoint", "streaming", "code"),
-		streams: counter("streams_total",
-			"Streams ended, by outcome: completed (the upstream ended the stream cleanly), "+
-				"client_canceled (the client went away first; the upstream request was canceled), "+
-				"upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), "+
-				"rejected (the upstream refused the request with a 4xx status), idle_timeout (the upstream "+
-				"went silent for the stream idle timeout and the proxy cut the stream), incomplete (the "+
-				"upstream ended the response early, as the Responses API's response.incomplete says).",
-			"model", "endpoint", "outcome"),
-		outputTokens: counter("output_tokens_total",
-			"Output tokens, counted when a response ends: usage.completion_tokens when the upstream "+
-				"reported usage, else, for streams, the number of token-bearing events.",
-			"model", "endpoint"),
-		inputTokens: counter("input_tokens_total",
-			"Input (prompt) tokens from usage.prompt_tokens, when the upstream reported usage.",
-			"model", "endpoint"),
-		active: gauge("active_streams",
-			"Streams in flight: from the proxy receiving a stream request's headers (or, if the "+
-				"request did not say, the upstream's event-stream headers) to the end of the response.",
-			"model", "endpoint"),
-		parseFailures: counter("parse_failures_total",
-			"Upstream response data the measurement could not read, by reason (invalid_json, "+
-				"event_too_large, truncated, body_too_large, content_encoding). The bytes were forwarded "+
-				"unchanged; only the measurement is missing.",
-			"model", "endpoint", "reason"),
-		sloBreaches: counter("slo_breaches_total",
-			"Observations over the model's objective, counted exactly: slo=ttft once per stream whose "+
-				"time to first token exceeds it, itl once per gap that exceeds it, tpot once per stream whose "+
-				"time per output token exceeds it. Breach ratio = this / the matching histogram's _count.",
-			"model", "slo"),
-		sloObjective: gauge("slo_objective_seconds",
-			"The configured objective of each model label value and kind (ttft, itl, tpot); absent "+
-				"where there is none.",
-			"model", "slo"),
-		stalls: counter("stalls_total",
-			"Gaps between consecutive token-bearing events longer than the stall threshold "+
-				"(ITLPROXY_STALL_THRESHOLD): a frozen stream, whatever the objectives.",
-			"model", "endpoint"),
-		itlByPosition: histogram("inter_token_latency_by_position_seconds",
-			"Inter-token latency by where the gap falls in its stream: position is the band (1-32, "+
-				"33-128, 129-512, 513-2048, 2049+) of the output position of the token event that ends the "+
-				"gap. Same gaps, clock and buckets as itlproxy_inter_token_latency_seconds.",
-			withBounds(gapBuckets, itlBounds...), "model", "endpoint", "position"),
-		maxGap: histogram("stream_max_gap_seconds",
-			"Each stream's longest gap between consecutive token-bearing events, observed when the "+
-				"stream ends (streams with at least one gap).",
-			gapBuckets, "model", "endpoint"),
-		gapSpread: histogram("stream_gap_spread_ratio",
-			"How choppy each stream is: its p99 gap divided by its median gap (within 12.5%), observed "+
-				"when a stream with at least 20 gaps ends. A smooth stream is near 1.",
-			spreadBuckets, "model", "endpoint"),
-		ttftByTurn: histogram("time_to_first_token_by_turn_seconds",
-			"Time to first token of streams that carry a session id, by the stream's turn in its session "+
-				"(1, 2-4, 5-16, 17+): from the proxy receiving the request headers to the first "+
-				"token-bearing event.",
-			withBounds(ttftBuckets, opts.SLOs.bounds(SLOTTFT)...), "model", "turn"),
-		medianGapByTurn: histogram("stream_median_gap_by_turn_seconds",
-			"Median gap between token-bearing events of each stream that carries a session id, by the "+
-				"stream's turn in its session (1, 2-4, 5-16, 17+); observed when a stream with at least 5 "+
-				"gaps ends.",
-			gapBuckets, "model", "turn"),
-		sessionRatio: histogram("session_gap_ratio",
-			"A stream's median gap divided by its session's baseline (the median of the median gaps of "+
-				"the session's first 3 streams), observed when each later stream with at least 5 gaps ends. "+
-				"Above 1: the session got slower.",
-			ratioBuckets, "model"),
-		sessionsDegraded: counter("sessions_degraded_total",
-			"Sessions counted once, when a stream's median gap first exceeds the degradation factor "+
-				"(ITLPROXY_SESSION_DEGRADE_FACTOR) times the session's baseline.",
-			"model"),
 	}
-	m.tokensPerEvent = histogram("tokens_per_event",
-		"Output tokens carried by each token-bearing event: the event's own count where the upstream "+
-			"reports cumulative usage on every event (vLLM's continuous_usage_stats), else the stream's "+
-			"final usage divided by its token-bearing events, once per event. Above 1: speculative decoding "+
-			"or stream intervals send several tokens at once.",
-		tokenCountBuckets, "model", "endpoint")
-	m.itlPerToken = histogram("inter_token_latency_per_token_seconds",
-		"A gap between token-bearing events divided by the tokens the later event carries: the time "+
-			"per token within the stream, where the upstream reports tokens per event (else not observed). "+
-			"Not the inter-token latency a reader feels: that is itlproxy_inter_token_latency_seconds, one "+
-			"observation per gap.",
-		gapBuckets, "model", "endpoint")
-	sessionsTracked := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "sessions_tracked",
-		Help: "Sessions the tracker remembers now (at most ITLPROXY_SESSION_MAX).",
-	}, func() float64 { live, _ := m.sessions.size(); return float64(live) })
-	sessionEvictions := prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Namespace: namespace, Name: "session_evictions_total",
-		Help: "Live sessions the tracker forgot to stay within ITLPROXY_SESSION_MAX.",
-	}, func() float64 { _, evicted := m.sessions.size(); return float64(evicted) })
-	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "build_info",
-		Help:        "Always 1; the labels name the running build.",
-		ConstLabels: prometheus.Labels{"version": opts.Version, "revision": opts.Revision, "goversion": opts.GoVersion},
-	})
-	buildInfo.Set(1)
-	for _, c := range []prometheus.Collector{
-		m.ttft, m.itl, m.tpot, m.duration, m.requests, m.streams,
-		m.outputTokens, m.inputTokens, m.active, m.parseFailures,
-		m.sloBreaches, m.sloObjective, m.stalls, buildInfo,
-		m.itlByPosition, m.maxGap, m.gapSpread, m.ttftByTurn, m.medianGapByTurn,
-		m.sessionRatio, m.sessionsDegraded, sessionsTracked, sessionEvictions,
-		m.tokensPerEvent, m.itlPerToken,
-	} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	r := &registrar{reg: reg}
+	m.latencyCollectors(r, opts.SLOs, opts.StallThreshold)
+	m.trafficCollectors(r)
+	m.sloCollectors(r)
+	m.shapeCollectors(r)
+	m.sessionCollectors(r, opts.SLOs)
+	buildInfo(r, opts)
+	if r.err != nil {
+		return nil, r.err
 	}
 	for _, label := range m.models.static() {
 		m.admitModel(label)
@@ -289,26 +160,6 @@ func (m *Metrics) admitModel(label string) {
 			m.sloBreaches.WithLabelValues(label, slo)
 		}
 	})
-}
-
-func counter(name, help string, labels ...string) *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
-}
-
-func gauge(name, help string, labels ...string) *prometheus.GaugeVec {
-	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: name, Help: help}, labels)
-}
-
-func histogram(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace:                       namespace,
-		Name:                            name,
-		Help:                            help,
-		Buckets:                         buckets,
-		NativeHistogramBucketFactor:     nativeFactor,
-		NativeHistogramMaxBucketNumber:  nativeMaxBuckets,
-		NativeHistogramMinResetDuration: time.Hour,
-	}, labels)
 }
 
 // Labels are the bounded labels of one request.

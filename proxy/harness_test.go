@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/itlproxy/itlproxy/metrics"
-	"github.com/itlproxy/itlproxy/metrics/metricstest"
+	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
 // harness is a real proxy server in front of a real upstream server.
@@ -99,9 +99,9 @@ func (h *harness) post(path, body string, header ...string) *http.Response {
 }
 
 // metrics reads the registry.
-func (h *harness) metrics() metricstest.Families {
+func (h *harness) metrics() scrape.Families {
 	h.t.Helper()
-	fs, err := metricstest.Gather(h.reg)
+	fs, err := scrape.Gather(h.reg)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -11,9 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
 // The itlproxy histograms compared, and the client's distribution each
@@ -29,85 +27,45 @@ var comparedMetrics = []struct {
 
 const requestsMetric = "itlproxy_requests_total"
 
-// promHist is a classic histogram summed over series: cumulative counts
-// per upper bound, +Inf left out.
-type promHist struct {
-	count      uint64
-	sum        float64
-	bounds     []float64
-	cumulative []uint64
-}
-
-func (h *promHist) add(m *dto.Histogram) {
-	bounds, cumulative := []float64(nil), []uint64(nil)
-	for _, b := range m.GetBucket() {
-		if !math.IsInf(b.GetUpperBound(), +1) {
-			bounds = append(bounds, b.GetUpperBound())
-			cumulative = append(cumulative, b.GetCumulativeCount())
-		}
+// minus returns after - before: what was observed between two scrapes.
+func minus(after, before scrape.Buckets) (scrape.Buckets, error) {
+	if after.Count < before.Count {
+		return scrape.Buckets{}, fmt.Errorf("counts went down between the scrapes: did itlproxy restart?")
 	}
-	switch {
-	case h.count == 0 && h.bounds == nil:
-		h.bounds, h.cumulative = bounds, cumulative
-	case slices.Equal(h.bounds, bounds):
-		for i, c := range cumulative {
-			h.cumulative[i] += c
-		}
-	default:
-		h.bounds, h.cumulative = nil, nil // differing buckets: no quantiles
-	}
-	h.count += m.GetSampleCount()
-	h.sum += m.GetSampleSum()
-}
-
-// minus returns h - before: what was observed between two scrapes.
-func (h promHist) minus(before promHist) (promHist, error) {
-	if h.count < before.count {
-		return promHist{}, fmt.Errorf("counts went down between the scrapes: did itlproxy restart?")
-	}
-	d := promHist{count: h.count - before.count, sum: h.sum - before.sum}
-	if before.count == 0 && before.bounds == nil {
-		d.bounds, d.cumulative = h.bounds, slices.Clone(h.cumulative)
+	d := scrape.Buckets{Count: after.Count - before.Count, Sum: after.Sum - before.Sum}
+	if before.Count == 0 && before.Bounds == nil {
+		d.Bounds, d.Cumulative = after.Bounds, slices.Clone(after.Cumulative)
 		return d, nil
 	}
-	if slices.Equal(h.bounds, before.bounds) {
-		d.bounds = h.bounds
-		for i := range h.cumulative {
-			d.cumulative = append(d.cumulative, h.cumulative[i]-before.cumulative[i])
+	if slices.Equal(after.Bounds, before.Bounds) {
+		d.Bounds = after.Bounds
+		for i := range after.Cumulative {
+			d.Cumulative = append(d.Cumulative, after.Cumulative[i]-before.Cumulative[i])
 		}
 	}
 	return d, nil
 }
 
-// quantile estimates the q-quantile as Prometheus' histogram_quantile
-// does, by linear interpolation inside the bucket that holds its rank.
-// ok is false without samples, without buckets, or when the rank falls in
-// the +Inf bucket.
-func (h promHist) quantile(q float64) (v float64, ok bool) {
-	if h.count == 0 || h.bounds == nil {
+// quantile estimates h's q-quantile as histogram_quantile does. ok is
+// false without samples, without buckets, or when the rank falls in the
+// +Inf bucket, where histogram_quantile gives only the last finite bound.
+func quantile(h scrape.Buckets, q float64) (v float64, ok bool) {
+	if h.Count == 0 || h.Bounds == nil || h.BeyondBounds(q) {
 		return 0, false
 	}
-	rank := q * float64(h.count)
-	lower, below := 0.0, uint64(0)
-	for i, upper := range h.bounds {
-		if c := h.cumulative[i]; float64(c) >= rank {
-			return lower + (upper-lower)*(rank-float64(below))/float64(c-below), true
-		}
-		lower, below = upper, h.cumulative[i]
-	}
-	return 0, false
+	return scrape.HistogramQuantile(q, h), true
 }
 
 // inBuckets counts d's samples in classic buckets with the given upper
 // bounds (seconds), as the proxy would have. A sample in a histogram
 // bucket that straddles a bound is split in proportion, which can only
 // matter within 0.8% of the bound.
-func (d dist) inBuckets(bounds []float64) promHist {
-	h := promHist{count: d.count, sum: d.sum.Seconds()}
+func (d dist) inBuckets(bounds []float64) scrape.Buckets {
+	h := scrape.Buckets{Count: d.count, Sum: d.sum.Seconds()}
 	if bounds == nil || d.count == 0 {
 		return h
 	}
-	h.bounds = bounds
+	h.Bounds = bounds
 	i, below := 0, 0.0 // the next histogram bucket, and the samples under it
 	for _, b := range bounds {
 		limit := b * 1e9 // samples <= limit nanoseconds
@@ -125,7 +83,7 @@ func (d dist) inBuckets(bounds []float64) promHist {
 				partial = f * float64(d.buckets[i])
 			}
 		}
-		h.cumulative = append(h.cumulative, uint64(math.Round(below+partial)))
+		h.Cumulative = append(h.Cumulative, uint64(math.Round(below+partial)))
 	}
 	return h
 }
@@ -134,8 +92,8 @@ func (d dist) inBuckets(bounds []float64) promHist {
 // each compared histogram and the request count, per model label and
 // summed over all ("").
 type proxyScrape struct {
-	hists    map[string]map[string]*promHist // metric, model
-	requests map[string]float64              // model
+	hists    map[string]map[string]*scrape.Buckets // metric, model
+	requests map[string]float64                    // model
 }
 
 func scrapeProxy(ctx context.Context, url, endpoint string) (proxyScrape, error) {
@@ -156,54 +114,39 @@ func scrapeProxy(ctx context.Context, url, endpoint string) (proxyScrape, error)
 	if resp.StatusCode != http.StatusOK {
 		return proxyScrape{}, fmt.Errorf("GET %s: %s", redactedURL(url), resp.Status)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := scrape.Parse(resp.Body)
 	if err != nil {
 		return proxyScrape{}, fmt.Errorf("GET %s: %v", redactedURL(url), err)
 	}
 	if families[comparedMetrics[0].metric] == nil {
 		return proxyScrape{}, fmt.Errorf("GET %s: no %s: is it itlproxy's admin /metrics?", redactedURL(url), comparedMetrics[0].metric)
 	}
-	s := proxyScrape{hists: map[string]map[string]*promHist{}, requests: map[string]float64{}}
+	s := proxyScrape{hists: map[string]map[string]*scrape.Buckets{}, requests: map[string]float64{}}
 	for _, c := range comparedMetrics {
-		byModel := map[string]*promHist{"": {}}
-		for _, m := range families[c.metric].GetMetric() {
-			if label(m, "endpoint") != endpoint {
-				continue
-			}
-			name := label(m, "model")
+		byModel := map[string]*scrape.Buckets{"": {}}
+		for _, m := range families.Series(c.metric, "endpoint", endpoint) {
+			name := scrape.Label(m, "model")
 			if byModel[name] == nil {
-				byModel[name] = &promHist{}
+				byModel[name] = &scrape.Buckets{}
 			}
-			byModel[name].add(m.GetHistogram())
-			byModel[""].add(m.GetHistogram())
+			byModel[name].Add(m.GetHistogram())
+			byModel[""].Add(m.GetHistogram())
 		}
 		s.hists[c.metric] = byModel
 	}
-	for _, m := range families[requestsMetric].GetMetric() {
-		if label(m, "endpoint") == endpoint {
-			s.requests[label(m, "model")] += m.GetCounter().GetValue()
-			s.requests[""] += m.GetCounter().GetValue()
-		}
+	for _, m := range families.Series(requestsMetric, "endpoint", endpoint) {
+		s.requests[scrape.Label(m, "model")] += m.GetCounter().GetValue()
+		s.requests[""] += m.GetCounter().GetValue()
 	}
 	return s, nil
 }
 
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
 // hist returns the summed histogram of metric for model ("" for all).
-func (s proxyScrape) hist(metric, model string) promHist {
+func (s proxyScrape) hist(metric, model string) scrape.Buckets {
 	if h := s.hists[metric][model]; h != nil {
 		return *h
 	}
-	return promHist{}
+	return scrape.Buckets{}
 }
 
 // settle scrapes until itlproxy has recorded at least want more requests
@@ -281,12 +224,12 @@ func clientSide(d dist) side {
 	return s
 }
 
-func proxySide(h promHist) side {
-	s := side{Count: int64(h.count), Sum: h.sum}
-	if h.count > 0 {
-		s.Mean = ptr(h.sum / float64(h.count))
+func proxySide(h scrape.Buckets) side {
+	s := side{Count: int64(h.Count), Sum: h.Sum}
+	if h.Count > 0 {
+		s.Mean = ptr(h.Sum / float64(h.Count))
 		for i, q := range s.quantiles() {
-			if v, ok := h.quantile(quantiles[i].q); ok {
+			if v, ok := quantile(h, quantiles[i].q); ok {
 				*q = ptr(v)
 			}
 		}
@@ -301,9 +244,9 @@ func diff(a, b *float64) *float64 {
 	return ptr(*a - *b)
 }
 
-func pair(client dist, proxy promHist) sidePair {
+func pair(client dist, proxy scrape.Buckets) sidePair {
 	p := sidePair{Client: clientSide(client), Proxy: proxySide(proxy)}
-	p.ClientInProxyBuckets = proxySide(client.inBuckets(proxy.bounds))
+	p.ClientInProxyBuckets = proxySide(client.inBuckets(proxy.Bounds))
 	p.ClientInProxyBuckets.Sum, p.ClientInProxyBuckets.Mean = p.Client.Sum, p.Client.Mean
 	p.Diff = side{Count: p.Proxy.Count - p.Client.Count, Sum: p.Proxy.Sum - p.Client.Sum, Mean: diff(p.Proxy.Mean, p.Client.Mean)}
 	cq, pq, dq := p.ClientInProxyBuckets.quantiles(), p.Proxy.quantiles(), p.Diff.quantiles()
@@ -332,7 +275,7 @@ func compare(url string, before, after proxyScrape, all result, perModel []resul
 		}
 		cs := compareSet{Model: r.model}
 		for i, m := range comparedMetrics {
-			d, err := after.hist(m.metric, model).minus(before.hist(m.metric, model))
+			d, err := minus(after.hist(m.metric, model), before.hist(m.metric, model))
 			if err != nil {
 				return nil, err
 			}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/cmd/internal/llmsim"
+	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
 // buildItlproxy builds the real itlproxy binary.
@@ -162,24 +163,24 @@ func TestCompareWithRealItlproxy(t *testing.T) {
 // buckets.
 func TestProxyHistogramArithmetic(t *testing.T) {
 	bounds := []float64{0.01, 0.02, 0.05}
-	before := promHist{count: 10, sum: 0.1, bounds: bounds, cumulative: []uint64{10, 10, 10}}
-	after := promHist{count: 30, sum: 0.5, bounds: bounds, cumulative: []uint64{10, 20, 30}}
-	d, err := after.minus(before)
-	if err != nil || d.count != 20 || math.Abs(d.sum-0.4) > 1e-12 || fmt.Sprint(d.cumulative) != "[0 10 20]" {
+	before := scrape.Buckets{Count: 10, Sum: 0.1, Bounds: bounds, Cumulative: []uint64{10, 10, 10}}
+	after := scrape.Buckets{Count: 30, Sum: 0.5, Bounds: bounds, Cumulative: []uint64{10, 20, 30}}
+	d, err := minus(after, before)
+	if err != nil || d.Count != 20 || math.Abs(d.Sum-0.4) > 1e-12 || fmt.Sprint(d.Cumulative) != "[0 10 20]" {
 		t.Fatalf("delta %+v, %v", d, err)
 	}
 	// Rank 10 of 20 closes the (0.01, 0.02] bucket; rank 15 is half-way
 	// through (0.02, 0.05].
 	for q, want := range map[float64]float64{0.5: 0.02, 0.75: 0.035} {
-		if got, ok := d.quantile(q); !ok || math.Abs(got-want) > 1e-12 {
+		if got, ok := quantile(d, q); !ok || math.Abs(got-want) > 1e-12 {
 			t.Errorf("q%v = %v, %v; want %v", q, got, ok, want)
 		}
 	}
-	over := promHist{count: 2, bounds: bounds, cumulative: []uint64{1, 1, 1}}
-	if _, ok := over.quantile(0.99); ok {
+	over := scrape.Buckets{Count: 2, Bounds: bounds, Cumulative: []uint64{1, 1, 1}}
+	if _, ok := quantile(over, 0.99); ok {
 		t.Error("a quantile in the +Inf bucket was estimated")
 	}
-	if _, err := before.minus(after); err == nil {
+	if _, err := minus(before, after); err == nil {
 		t.Error("counts going down were not refused")
 	}
 
@@ -190,7 +191,7 @@ func TestProxyHistogramArithmetic(t *testing.T) {
 		h.record(time.Second)
 	}
 	in := h.snapshot().inBuckets(bounds)
-	if in.count != 30 || fmt.Sprint(in.cumulative) != "[10 20 20]" {
-		t.Errorf("client in proxy buckets: count %d, cumulative %v; want 30, [10 20 20]", in.count, in.cumulative)
+	if in.Count != 30 || fmt.Sprint(in.Cumulative) != "[10 20 20]" {
+		t.Errorf("client in proxy buckets: count %d, cumulative %v; want 30, [10 20 20]", in.Count, in.Cumulative)
 	}
 }

@@ -16,14 +16,14 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/itlproxy/itlproxy/metrics/metricstest"
+	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
 // recordedStreams waits until the proxy has recorded n streams and
 // returns the scrape.
-func recordedStreams(t *testing.T, in *instance, n int) metricstest.Families {
+func recordedStreams(t *testing.T, in *instance, n int) scrape.Families {
 	t.Helper()
-	var fs metricstest.Families
+	var fs scrape.Families
 	waitFor(t, fmt.Sprintf("%d streams to be recorded", n), 5*time.Second, func() bool {
 		fs = in.scrape()
 		return fs.Value("itlproxy_streams_total") == float64(n)

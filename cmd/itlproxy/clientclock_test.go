@@ -18,7 +18,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
-	"github.com/itlproxy/itlproxy/metrics/metricstest"
+	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
 // clockAgreement checks what /metrics says of each stream against what
@@ -43,7 +43,7 @@ const (
 )
 
 // stream checks one stream and keeps its differences for check.
-func (a *clockAgreement) stream(t *testing.T, families metricstest.Families, cs clientStream, endpoint string, tokens int) {
+func (a *clockAgreement) stream(t *testing.T, families scrape.Families, cs clientStream, endpoint string, tokens int) {
 	t.Helper()
 	clientTTFT := cs.arrivals[0].Sub(cs.sent).Seconds()
 	clientITL := cs.arrivals[len(cs.arrivals)-1].Sub(cs.arrivals[0]).Seconds()
@@ -201,7 +201,7 @@ func TestEndToEndAgainstClientClock(t *testing.T) {
 	}
 	// The proxy records a stream as its handler returns, which can be just
 	// after the client has read the end: wait for all of them.
-	var families metricstest.Families
+	var families scrape.Families
 	waitFor(t, "every stream to be recorded", 5*time.Second, func() bool {
 		families = in.scrape()
 		return families.Value("itlproxy_streams_total") == streams+1

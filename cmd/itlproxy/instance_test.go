@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/cmd/internal/cmdtest"
-	"github.com/itlproxy/itlproxy/metrics/metricstest"
+	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
 // TestMain lets a test run the real main in a child process
@@ -121,14 +121,14 @@ func startedAddrs(log string) (proxy, admin string) {
 }
 
 // scrape reads /metrics as Prometheus does.
-func (in *instance) scrape() metricstest.Families {
+func (in *instance) scrape() scrape.Families {
 	in.t.Helper()
 	resp, err := http.Get("http://" + in.admin + "/metrics")
 	if err != nil {
 		in.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	families, err := metricstest.Parse(resp.Body)
+	families, err := scrape.Parse(resp.Body)
 	if err != nil {
 		in.t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package metricstest
+package scrape
 
 import (
 	"io"
@@ -31,18 +31,25 @@ func Parse(r io.Reader) (Families, error) {
 	return parser.TextToMetricFamilies(r)
 }
 
-// Series returns the series of family name whose labels include every
-// name, value pair given.
+// Label returns the value of m's label name, "" when m has none (as
+// PromQL reads a missing label).
+func Label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// Series returns the series of family name whose labels match every name,
+// value pair given (a value "" matches a series without that label).
 func (fs Families) Series(name string, labels ...string) []*dto.Metric {
 	var out []*dto.Metric
 metric:
 	for _, m := range fs[name].GetMetric() {
 		for i := 0; i+1 < len(labels); i += 2 {
-			found := false
-			for _, l := range m.GetLabel() {
-				found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
-			}
-			if !found {
+			if Label(m, labels[i]) != labels[i+1] {
 				continue metric
 			}
 		}
@@ -60,11 +67,17 @@ func (fs Families) Value(name string, labels ...string) float64 {
 	return v
 }
 
+// Buckets sums the matching histogram series.
+func (fs Families) Buckets(name string, labels ...string) Buckets {
+	var b Buckets
+	for _, m := range fs.Series(name, labels...) {
+		b.Add(m.GetHistogram())
+	}
+	return b
+}
+
 // Histogram sums the matching histogram series' counts and sums.
 func (fs Families) Histogram(name string, labels ...string) (count uint64, sum float64) {
-	for _, m := range fs.Series(name, labels...) {
-		count += m.GetHistogram().GetSampleCount()
-		sum += m.GetHistogram().GetSampleSum()
-	}
-	return count, sum
+	b := fs.Buckets(name, labels...)
+	return b.Count, b.Sum
 }
