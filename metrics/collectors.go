@@ -52,10 +52,7 @@ func (r *registrar) histogram(name, help string, buckets []float64, labels ...st
 // bucket bounds too, so that histogram_quantile and bucket ratios are
 // exact at them.
 func (m *Metrics) latencyCollectors(r *registrar, slos SLOs, stallThreshold time.Duration) {
-	itlBounds := slos.bounds(SLOITL)
-	if stallThreshold > 0 {
-		itlBounds = append(itlBounds, stallThreshold.Seconds())
-	}
+	itlBounds := itlBounds(slos, stallThreshold)
 	m.ttft = r.histogram("time_to_first_token_seconds",
 		"Time to first token: from the proxy receiving the request headers (t0) to the first "+
 			"token-bearing SSE event fully read from the upstream. One observation per stream that "+
@@ -82,6 +79,16 @@ func (m *Metrics) latencyCollectors(r *registrar, slos SLOs, stallThreshold time
 		durationBuckets, "model", "endpoint", "streaming")
 }
 
+// itlBounds are the bucket bounds gap histograms add to their own: every
+// ITL objective and the stall threshold.
+func itlBounds(slos SLOs, stallThreshold time.Duration) []float64 {
+	b := slos.bounds(SLOITL)
+	if stallThreshold > 0 {
+		b = append(b, stallThreshold.Seconds())
+	}
+	return b
+}
+
 // trafficCollectors builds the counts of requests, streams, tokens and
 // unreadable data, and the streams in flight.
 func (m *Metrics) trafficCollectors(r *registrar) {
@@ -89,7 +96,7 @@ func (m *Metrics) trafficCollectors(r *registrar) {
 		"Requests proxied, counted when the response ends, by the status returned to the client "+
 			"(499: the client went away before any response). streaming is true when the request asked "+
 			"for a stream or the response was an event stream.",
-		"model", "endpoint", "streaming", "code")
+		"model", "endpoint", "streaming", "code", "tenant")
 	m.streams = r.counter("streams_total",
 		"Streams ended, by outcome: completed (the upstream ended the stream cleanly), "+
 			"client_canceled (the client went away first; the upstream request was canceled), "+
@@ -97,16 +104,16 @@ func (m *Metrics) trafficCollectors(r *registrar) {
 			"rejected (the upstream refused the request with a 4xx status), idle_timeout (the upstream "+
 			"went silent for the stream idle timeout and the proxy cut the stream), incomplete (the "+
 			"upstream ended the response early, as the Responses API's response.incomplete says).",
-		"model", "endpoint", "outcome")
+		"model", "endpoint", "outcome", "tenant")
 	m.outputTokens = r.counter("output_tokens_total",
 		"Output tokens, counted when a response ends: the usage the upstream reported "+
 			"(usage.completion_tokens, or output_tokens from the Responses and Messages APIs), else, for "+
 			"streams, the number of token-bearing events.",
-		"model", "endpoint")
+		"model", "endpoint", "tenant")
 	m.inputTokens = r.counter("input_tokens_total",
 		"Input (prompt) tokens from the usage the upstream reported (usage.prompt_tokens, or "+
 			"input_tokens from the Responses and Messages APIs), when it reported usage.",
-		"model", "endpoint")
+		"model", "endpoint", "tenant")
 	m.active = r.gauge("active_streams",
 		"Streams in flight: from the proxy receiving a stream request's headers (or, if the "+
 			"request did not say, the upstream's event-stream headers) to the end of the response.",
@@ -121,14 +128,21 @@ func (m *Metrics) trafficCollectors(r *registrar) {
 // sloCollectors builds the objectives, their breaches and the stalls.
 func (m *Metrics) sloCollectors(r *registrar) {
 	m.sloBreaches = r.counter("slo_breaches_total",
-		"Observations over the model's objective, counted exactly: slo=ttft once per stream whose "+
-			"time to first token exceeds it, itl once per gap that exceeds it, tpot once per stream whose "+
-			"time per output token exceeds it. Breach ratio = this / the matching histogram's _count.",
-		"model", "slo")
+		"Observations over the objective of the stream's model and service class, counted exactly: "+
+			"slo=ttft once per stream whose time to first token exceeds it, itl once per gap that exceeds "+
+			"it, tpot once per stream whose time per output token exceeds it, max_gap once per stream "+
+			"whose longest gap exceeds it. Breach ratio = this / itlproxy_slo_observations_total.",
+		"model", "class", "tenant", "slo")
+	m.sloObserved = r.counter("slo_observations_total",
+		"Observations judged against an objective of the stream's model and service class: slo=ttft "+
+			"once per stream that produced a token, itl once per gap, tpot once per stream with a time "+
+			"per output token, max_gap once per stream with a gap; counted only where the objective "+
+			"exists. The denominator of breach ratios by class and tenant.",
+		"model", "class", "tenant", "slo")
 	m.sloObjective = r.gauge("slo_objective_seconds",
-		"The configured objective of each model label value and kind (ttft, itl, tpot); absent "+
-			"where there is none.",
-		"model", "slo")
+		"The configured objective of each model label value, service class and kind (ttft, itl, "+
+			"tpot, max_gap); absent where there is none.",
+		"model", "class", "slo")
 	m.stalls = r.counter("stalls_total",
 		"Gaps between consecutive token-bearing events longer than the stall threshold "+
 			"(ITLPROXY_STALL_THRESHOLD): a frozen stream, whatever the objectives.",

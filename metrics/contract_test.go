@@ -51,16 +51,16 @@ var contract = []family{
 		"from the proxy receiving the request headers (t0)",
 		"to the last byte of the response handed to the client, or to the request failing",
 		"Every request, streamed or not"}},
-	{"itlproxy_requests_total", typeCounter, []string{"code", "endpoint", "model", "streaming"}, []string{
+	{"itlproxy_requests_total", typeCounter, []string{"code", "endpoint", "model", "streaming", "tenant"}, []string{
 		"counted when the response ends", "by the status returned to the client",
 		"499: the client went away before any response"}},
-	{"itlproxy_streams_total", typeCounter, []string{"endpoint", "model", "outcome"}, append([]string{"Streams ended, by outcome"},
+	{"itlproxy_streams_total", typeCounter, []string{"endpoint", "model", "outcome", "tenant"}, append([]string{"Streams ended, by outcome"},
 		explained(OutcomeCompleted, OutcomeClientCanceled, OutcomeUpstreamError, OutcomeRejected, OutcomeIdleTimeout, OutcomeIncomplete)...)},
-	{"itlproxy_output_tokens_total", typeCounter, endpointModel, []string{
+	{"itlproxy_output_tokens_total", typeCounter, endpointModelTenant, []string{
 		"Output tokens, counted when a response ends", "usage.completion_tokens",
 		"output_tokens from the Responses and Messages APIs",
 		"else, for streams, the number of token-bearing events"}},
-	{"itlproxy_input_tokens_total", typeCounter, endpointModel, []string{
+	{"itlproxy_input_tokens_total", typeCounter, endpointModelTenant, []string{
 		"Input (prompt) tokens", "usage.prompt_tokens",
 		"input_tokens from the Responses and Messages APIs", "when it reported usage"}},
 	{"itlproxy_active_streams", typeGauge, endpointModel, []string{
@@ -69,13 +69,37 @@ var contract = []family{
 	{"itlproxy_parse_failures_total", typeCounter, []string{"endpoint", "model", "reason"}, []string{
 		"could not read, by reason " + listed(ParseInvalidJSON, ParseEventTooLarge, ParseTruncated, ParseBodyTooLarge, ParseEncoded),
 		"The bytes were forwarded unchanged"}},
-	{"itlproxy_slo_breaches_total", typeCounter, []string{"model", "slo"}, []string{
+	{"itlproxy_slo_breaches_total", typeCounter, classModelSLOTenant, []string{
+		"Observations over the objective of the stream's model and service class",
 		"slo=" + SLOTTFT + " once per stream whose time to first token exceeds it",
 		SLOITL + " once per gap that exceeds it",
-		SLOTPOT + " once per stream whose time per output token exceeds it"}},
-	{"itlproxy_slo_objective_seconds", typeGauge, []string{"model", "slo"}, []string{
-		"The configured objective of each model label value and kind " + listed(SLOTTFT, SLOITL, SLOTPOT),
+		SLOTPOT + " once per stream whose time per output token exceeds it",
+		SLOMaxGap + " once per stream whose longest gap exceeds it"}},
+	{"itlproxy_slo_observations_total", typeCounter, classModelSLOTenant, []string{
+		"Observations judged against an objective of the stream's model and service class",
+		"slo=" + SLOTTFT + " once per stream that produced a token", SLOITL + " once per gap",
+		SLOTPOT + " once per stream with a time per output token", SLOMaxGap + " once per stream with a gap",
+		"counted only where the objective exists"}},
+	{"itlproxy_slo_objective_seconds", typeGauge, []string{"class", "model", "slo"}, []string{
+		"The configured objective of each model label value, service class and kind " + listed(SLOTTFT, SLOITL, SLOTPOT, SLOMaxGap),
 		"absent where there is none"}},
+	{"itlproxy_streams_judged_total", typeCounter, []string{"class", "model", "tenant", "verdict"}, []string{
+		"Streams judged against the objectives of their model and service class when they end",
+		"every outcome but " + OutcomeClientCanceled, "where a ttft, tpot or max_gap objective is set",
+		VerdictMet + ": the stream produced a token", "did not end in " + OutcomeUpstreamError + ", " + OutcomeIdleTimeout + " or " + OutcomeRejected,
+		"else " + VerdictMissed}},
+	{"itlproxy_goodput_tokens_total", typeCounter, []string{"class", "model", "tenant"}, []string{
+		"Output tokens of the streams that met their objectives", "counted when they end"}},
+	{"itlproxy_inter_token_latency_by_load_seconds", typeHistogram, []string{"endpoint", "load", "model"}, []string{
+		"Inter-token latency by the load when the gap ended",
+		"load is the band " + strings.TrimSuffix(listed(loadBandLabels[:4]...), ")") + ", ..., " + loadBandLabels[9] + ", " + loadBandLabels[10] + ")",
+		"the number of streams of the model in flight through this proxy, the stream itself included",
+		"Same gaps, clock and buckets as itlproxy_inter_token_latency_seconds"}},
+	{"itlproxy_time_to_first_token_by_load_seconds", typeHistogram, []string{"endpoint", "load", "model"}, []string{
+		"Time to first token by the load when the stream started",
+		"Same clock and buckets as itlproxy_time_to_first_token_seconds"}},
+	{"itlproxy_load_band_upper_streams", typeGauge, []string{"load"}, []string{
+		"Each load band's upper bound in streams (+Inf for " + loadBandLabels[10] + ")"}},
 	{"itlproxy_stalls_total", typeCounter, endpointModel, []string{
 		"Gaps between consecutive token-bearing events longer than the stall threshold (ITLPROXY_STALL_THRESHOLD)"}},
 	{"itlproxy_stream_max_gap_seconds", typeHistogram, endpointModel, []string{
@@ -111,7 +135,11 @@ var contract = []family{
 		"Always 1", "the labels name the running build"}},
 }
 
-var endpointModel = []string{"endpoint", "model"}
+var (
+	endpointModel       = []string{"endpoint", "model"}
+	endpointModelTenant = []string{"endpoint", "model", "tenant"}
+	classModelSLOTenant = []string{"class", "model", "slo", "tenant"}
+)
 
 // listed is values as a Help lists them: "(a, b, c)".
 func listed(values ...string) string { return "(" + strings.Join(values, ", ") + ")" }
@@ -142,7 +170,7 @@ func recordEveryFamily(t *testing.T) *prometheus.Registry {
 	t.Helper()
 	m, reg := newTestMetrics(t, Options{MaxModels: 2, StallThreshold: 50 * time.Millisecond,
 		SessionMax: 4, SessionTTL: time.Hour, DegradeFactor: 2,
-		SLOs:    SLOs{Default: Objectives{TTFT: time.Second, ITL: 40 * time.Millisecond, TPOT: 30 * time.Millisecond}},
+		SLOs:    SLOs{Default: Objectives{TTFT: time.Second, ITL: 40 * time.Millisecond, TPOT: 30 * time.Millisecond, MaxGap: time.Second}},
 		Version: "1.2.3", Revision: "abc", GoVersion: "go1.26"})
 	l := m.Labels("m", EndpointChatCompletions)
 	for _, gap := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond} {

@@ -70,9 +70,14 @@ type Options struct {
 	Models []string
 	// MaxModels caps distinct model label values when Models is empty.
 	MaxModels int
-	// SLOs are the latency objectives per model. Models with objectives of
-	// their own always keep their label.
+	// SLOs are the latency objectives per model and service class. Models
+	// with objectives of their own always keep their label; classes the
+	// SLOs do not define are ClassDefault.
 	SLOs SLOs
+	// Tenants is the allow-list of tenant label values; empty means any
+	// tenant, up to MaxTenants distinct ones.
+	Tenants    []string
+	MaxTenants int
 	// StallThreshold: a gap longer than this is a stall. Zero means no
 	// stall counting.
 	StallThreshold time.Duration
@@ -100,7 +105,10 @@ type Metrics struct {
 	active        *prometheus.GaugeVec
 	parseFailures *prometheus.CounterVec
 	sloBreaches   *prometheus.CounterVec
+	sloObserved   *prometheus.CounterVec
 	sloObjective  *prometheus.GaugeVec
+	judged        *prometheus.CounterVec
+	goodTokens    *prometheus.CounterVec
 	stalls        *prometheus.CounterVec
 
 	// How streams and sessions degrade (stream.go).
@@ -116,7 +124,14 @@ type Metrics struct {
 	tokensPerEvent *prometheus.HistogramVec
 	itlPerToken    *prometheus.HistogramVec
 
+	// ITL and TTFT by load (load.go).
+	itlByLoad  *prometheus.HistogramVec
+	ttftByLoad *prometheus.HistogramVec
+	load       loadState
+
 	models         *modelLabels
+	tenants        *modelLabels
+	judging        judging
 	slos           SLOs
 	stallThreshold time.Duration
 	sessions       *sessionTracker
@@ -128,6 +143,7 @@ type Metrics struct {
 func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	m := &Metrics{
 		models:         newModelLabels(opts.Models, opts.SLOs.modelNames(), opts.MaxModels),
+		tenants:        newTenantLabels(opts.Tenants, max(opts.MaxTenants, 1)),
 		slos:           opts.SLOs,
 		stallThreshold: opts.StallThreshold,
 		sessions:       newSessionTracker(max(opts.SessionMax, 1), opts.SessionTTL),
@@ -138,6 +154,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	m.trafficCollectors(r)
 	m.sloCollectors(r)
 	m.shapeCollectors(r)
+	m.loadCollectors(r, opts.SLOs, itlBounds(opts.SLOs, opts.StallThreshold))
+	m.goodputCollectors(r)
 	m.sessionCollectors(r, opts.SLOs)
 	buildInfo(r, opts)
 	if r.err != nil {
@@ -150,34 +168,52 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	return m, nil
 }
 
-// admitModel exports a new model label value's objectives, and starts its
-// breach counters at zero so that breach ratios exist (as 0) before the
-// first breach.
+// admitModel exports a new model label value's objectives in every class,
+// and starts its breach and observation counters (tenant _none) at zero so
+// that breach ratios exist (as 0) before the first breach.
 func (m *Metrics) admitModel(label string) {
-	m.slos.For(label).each(func(slo string, d time.Duration) {
-		if d > 0 {
-			m.sloObjective.WithLabelValues(label, slo).Set(d.Seconds())
-			m.sloBreaches.WithLabelValues(label, slo)
-		}
-	})
+	for _, class := range m.slos.ClassNames() {
+		m.slos.For(label, class).each(func(slo string, d time.Duration) {
+			if d > 0 {
+				m.sloObjective.WithLabelValues(label, class, slo).Set(d.Seconds())
+				m.sloBreaches.WithLabelValues(label, class, TenantNone, slo)
+				m.sloObserved.WithLabelValues(label, class, TenantNone, slo)
+			}
+		})
+	}
 }
 
 // Labels are the bounded labels of one request.
 type Labels struct {
 	Model, Endpoint string
+	// Class is the request's service class, Tenant its tenant: ClassDefault
+	// and TenantNone when it names none.
+	Class, Tenant string
 }
 
 // Labels bounds a request's model name (see Options.Models and
-// Options.MaxModels) and pairs it with its endpoint.
+// Options.MaxModels) and pairs it with its endpoint, in the default class
+// and no tenant.
 func (m *Metrics) Labels(model, endpoint string) Labels {
-	return Labels{Model: m.models.label(model), Endpoint: endpoint}
+	return m.RequestLabels(model, endpoint, "", "")
+}
+
+// RequestLabels bounds a request's model, service class and tenant: a
+// class the SLOs do not define is ClassDefault; a tenant outside the
+// allow-list, past the cap or that looks like a credential is TenantOther,
+// an empty one TenantNone.
+func (m *Metrics) RequestLabels(model, endpoint, class, tenant string) Labels {
+	if _, ok := m.slos.Classes[class]; !ok {
+		class = ClassDefault
+	}
+	return Labels{Model: m.models.label(model), Endpoint: endpoint, Class: class, Tenant: m.tenants.label(tenant)}
 }
 
 // Request records a finished request: its status as sent to the client and
 // its duration from t0.
 func (m *Metrics) Request(l Labels, streaming bool, code int, d time.Duration) {
 	s := strconv.FormatBool(streaming)
-	m.requests.WithLabelValues(l.Model, l.Endpoint, s, strconv.Itoa(code)).Inc()
+	m.requests.WithLabelValues(l.Model, l.Endpoint, s, strconv.Itoa(code), l.Tenant).Inc()
 	m.duration.WithLabelValues(l.Model, l.Endpoint, s).Observe(d.Seconds())
 }
 
@@ -185,10 +221,10 @@ func (m *Metrics) Request(l Labels, streaming bool, code int, d time.Duration) {
 // unknown and add nothing.
 func (m *Metrics) Tokens(l Labels, input, output int64) {
 	if input >= 0 {
-		m.inputTokens.WithLabelValues(l.Model, l.Endpoint).Add(float64(input))
+		m.inputTokens.WithLabelValues(l.Model, l.Endpoint, l.Tenant).Add(float64(input))
 	}
 	if output >= 0 {
-		m.outputTokens.WithLabelValues(l.Model, l.Endpoint).Add(float64(output))
+		m.outputTokens.WithLabelValues(l.Model, l.Endpoint, l.Tenant).Add(float64(output))
 	}
 }
 

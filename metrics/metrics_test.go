@@ -125,13 +125,13 @@ itlproxy_active_streams{endpoint="chat_completions",model="m"} 0
 itlproxy_build_info{goversion="go1.26",revision="abc",version="1.2.3"} 1
 # HELP itlproxy_input_tokens_total Input (prompt) tokens from the usage the upstream reported (usage.prompt_tokens, or input_tokens from the Responses and Messages APIs), when it reported usage.
 # TYPE itlproxy_input_tokens_total counter
-itlproxy_input_tokens_total{endpoint="chat_completions",model="m"} 10
+itlproxy_input_tokens_total{endpoint="chat_completions",model="m",tenant="_none"} 10
 # HELP itlproxy_output_tokens_total Output tokens, counted when a response ends: the usage the upstream reported (usage.completion_tokens, or output_tokens from the Responses and Messages APIs), else, for streams, the number of token-bearing events.
 # TYPE itlproxy_output_tokens_total counter
-itlproxy_output_tokens_total{endpoint="chat_completions",model="m"} 3
+itlproxy_output_tokens_total{endpoint="chat_completions",model="m",tenant="_none"} 3
 # HELP itlproxy_streams_total Streams ended, by outcome: completed (the upstream ended the stream cleanly), client_canceled (the client went away first; the upstream request was canceled), upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), rejected (the upstream refused the request with a 4xx status), idle_timeout (the upstream went silent for the stream idle timeout and the proxy cut the stream), incomplete (the upstream ended the response early, as the Responses API's response.incomplete says).
 # TYPE itlproxy_streams_total counter
-itlproxy_streams_total{endpoint="chat_completions",model="m",outcome="completed"} 1
+itlproxy_streams_total{endpoint="chat_completions",model="m",outcome="completed",tenant="_none"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"itlproxy_active_streams", "itlproxy_build_info", "itlproxy_input_tokens_total",

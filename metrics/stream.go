@@ -62,8 +62,15 @@ type Stream struct {
 	ttft    prometheus.Observer
 	itl     prometheus.Observer
 	active  prometheus.Gauge
-	itlOver prometheus.Counter // nil without an ITL objective
 	stalls  prometheus.Counter // nil without a stall threshold
+	slo     *sloCounters       // the objectives' counters of the stream's model, class and tenant
+
+	// Load bands: the model's streams in flight, and the by-load
+	// histograms; ttftBand is the band when the stream started.
+	load     *modelLoad
+	byLoad   *loadObservers
+	ttftBand int
+	ttftSeen time.Duration // the stream's TTFT, -1 before its first token
 
 	exemplar prometheus.Labels // built at the first observation
 
@@ -83,8 +90,8 @@ func (m *Metrics) StartStream(l Labels, ids IDs) *Stream {
 		m:        m,
 		labels:   l,
 		ids:      ids,
-		obj:      m.slos.For(l.Model),
 		ttft:     m.ttft.WithLabelValues(l.Model, l.Endpoint),
+		ttftSeen: -1,
 		itl:      m.itl.WithLabelValues(l.Model, l.Endpoint),
 		active:   m.active.WithLabelValues(l.Model, l.Endpoint),
 		position: m.itlByPosition.WithLabelValues(l.Model, l.Endpoint, positionBands[0].label),
@@ -92,9 +99,10 @@ func (m *Metrics) StartStream(l Labels, ids IDs) *Stream {
 		tokensPerEvent: m.tokensPerEvent.WithLabelValues(l.Model, l.Endpoint),
 		itlPerToken:    m.itlPerToken.WithLabelValues(l.Model, l.Endpoint),
 	}
-	if s.obj.ITL > 0 {
-		s.itlOver = m.sloBreaches.WithLabelValues(l.Model, SLOITL)
-	}
+	s.slo = m.sloCountersOf(l)
+	s.obj = s.slo.obj
+	s.load, s.byLoad = m.loadOf(l.Model), m.loadObserversOf(l.Model, l.Endpoint)
+	s.ttftBand = loadBand(s.load.streams.Add(1))
 	if m.stallThreshold > 0 {
 		s.stalls = m.stalls.WithLabelValues(l.Model, l.Endpoint)
 	}
@@ -125,10 +133,10 @@ func (s *Stream) observe(o prometheus.Observer, v float64, withExemplar bool) {
 
 // FirstToken records the stream's time to first token.
 func (s *Stream) FirstToken(d time.Duration) {
+	s.ttftSeen = d
 	s.observe(s.ttft, d.Seconds(), true)
-	if s.obj.TTFT > 0 && d > s.obj.TTFT {
-		s.m.sloBreaches.WithLabelValues(s.labels.Model, SLOTTFT).Inc()
-	}
+	s.byLoad.ttft[s.ttftBand].Observe(d.Seconds())
+	s.slo.judge(kindTTFT, d)
 	if s.turn > 0 {
 		s.m.ttftByTurn.WithLabelValues(s.labels.Model, turnBands[bandOf(turnBands, s.turn)].label).Observe(d.Seconds())
 	}
@@ -158,10 +166,9 @@ func (s *Stream) Gap(d time.Duration, tokens int64) {
 		s.position = s.m.itlByPosition.WithLabelValues(s.labels.Model, s.labels.Endpoint, positionBands[s.band].label)
 	}
 	s.position.Observe(d.Seconds())
+	s.byLoad.itl[loadBand(s.load.streams.Load())].Observe(d.Seconds())
 	s.sketch.add(d)
-	if s.itlOver != nil && d > s.obj.ITL {
-		s.itlOver.Inc()
-	}
+	s.slo.judge(kindITL, d)
 	if s.stalls != nil && d > s.m.stallThreshold {
 		s.stalls.Inc()
 	}
@@ -183,6 +190,10 @@ type StreamEnd struct {
 	AverageTokens float64
 	// Events is the number of token-bearing events.
 	Events int64
+	// OutputTokens is the stream's output tokens (the usage reported, else
+	// its token-bearing events), -1 when unknown: the goodput of a stream
+	// that met its objectives.
+	OutputTokens int64
 }
 
 // End records how the stream ended and, when known, its time per output
@@ -190,14 +201,17 @@ type StreamEnd struct {
 // spread of its gaps, and how its median gap compares with its session's.
 func (s *Stream) End(e StreamEnd) {
 	s.active.Dec()
+	s.load.streams.Add(-1)
 	m, l := s.m, s.labels
-	m.streams.WithLabelValues(l.Model, l.Endpoint, e.Outcome).Inc()
+	m.streams.WithLabelValues(l.Model, l.Endpoint, e.Outcome, l.Tenant).Inc()
 	if e.TPOT >= 0 {
 		m.tpot.WithLabelValues(l.Model, l.Endpoint).Observe(e.TPOT.Seconds())
-		if s.obj.TPOT > 0 && e.TPOT > s.obj.TPOT {
-			m.sloBreaches.WithLabelValues(l.Model, SLOTPOT).Inc()
-		}
+		s.slo.judge(kindTPOT, e.TPOT)
 	}
+	if s.gaps > 0 {
+		s.slo.judge(kindMaxGap, s.maxGap)
+	}
+	s.judge(e)
 	if e.AverageTokens > 0 {
 		for range e.Events {
 			s.tokensPerEvent.Observe(e.AverageTokens)
@@ -221,6 +235,22 @@ func (s *Stream) End(e StreamEnd) {
 		if degraded {
 			m.sessionsDegraded.WithLabelValues(l.Model).Inc()
 		}
+	}
+}
+
+// judge counts the stream's goodput verdict: streams that ended by any
+// outcome but client_canceled, where an objective judges them.
+func (s *Stream) judge(e StreamEnd) {
+	if s.slo.met == nil || e.Outcome == OutcomeClientCanceled {
+		return
+	}
+	if !s.obj.verdict(e.Outcome, s.ttftSeen, e.TPOT, s.maxGap) {
+		s.slo.missed.Inc()
+		return
+	}
+	s.slo.met.Inc()
+	if e.OutputTokens > 0 {
+		s.slo.tokens.Add(float64(e.OutputTokens))
 	}
 }
 
