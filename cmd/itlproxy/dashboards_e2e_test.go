@@ -142,6 +142,8 @@ var grafanaValues = strings.NewReplacer(
 	"${datasource}", "",
 	"$model", ".*",
 	"$endpoint", ".*",
+	"$class", ".*",
+	"$tenant", ".*",
 )
 
 // TestDashboardQueriesInRealPrometheus runs every query of every dashboard,

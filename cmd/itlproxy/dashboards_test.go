@@ -263,7 +263,7 @@ func TestDashboardsStructure(t *testing.T) {
 				if v.Type != "datasource" || q != "prometheus" {
 					t.Errorf("%s: datasource variable is %s %q", d.file, v.Type, q)
 				}
-			case "model", "endpoint":
+			case "model", "endpoint", "class", "tenant":
 				if !v.Multi || !v.IncludeAll || v.AllValue != ".*" || v.Datasource == nil || v.Datasource.UID != "${datasource}" {
 					t.Errorf("%s: variable %s must be multi, include All (.*) and use ${datasource}", d.file, v.Name)
 				}
