@@ -3,25 +3,21 @@ package proxy
 import (
 	"bytes"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/internal/streamtest"
 )
 
 // recordedStreamMeter returns the events of a recorded vLLM stream, each
 // as one read, their mean size, and a stream meter for them.
 func recordedStreamMeter(b *testing.B) (evs [][]byte, eventBytes int64, m *streamMeter) {
 	b.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", "streams", "vllm_chat_usage.sse"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	evs = events(string(raw))
+	raw := streamtest.Read(b, "vllm_chat_usage.sse")
+	evs = streamtest.Events(string(raw))
 	rec, err := metrics.New(prometheus.NewRegistry(), metrics.Options{MaxModels: 4})
 	if err != nil {
 		b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/events"
 )
 
 // exchange follows one proxied request from its headers (t0) to the end of
@@ -19,8 +20,10 @@ import (
 type exchange struct {
 	rec    *metrics.Metrics
 	labels metrics.Labels
-	t0     time.Time
-	ids    metrics.IDs
+	// endpoint is the API the request is for: Other until the route says.
+	endpoint events.Endpoint
+	t0       time.Time
+	ids      metrics.IDs
 	// clientID: the request id came from the client, so the upstream's is
 	// not adopted.
 	clientID bool
@@ -41,7 +44,7 @@ type exchange struct {
 	// an idle timeout.
 	cancelUpstream context.CancelFunc
 	// usageInjected: the proxy asked for usage on the client's behalf, and
-	// takes it out of the stream (inject.go).
+	// takes it out of the stream (events.UsageStripper).
 	usageInjected bool
 	// requestBody is the request body read to find the model, released
 	// when the response arrives.
@@ -58,7 +61,7 @@ func exchangeFrom(ctx context.Context) *exchange {
 }
 
 func newExchange(rec *metrics.Metrics, labels metrics.Labels, t0 time.Time, ids metrics.IDs, clientID, wantStream bool) *exchange {
-	ex := &exchange{rec: rec, labels: labels, t0: t0, ids: ids, clientID: clientID, usage: noUsage}
+	ex := &exchange{rec: rec, labels: labels, endpoint: events.Other, t0: t0, ids: ids, clientID: clientID, usage: noUsage}
 	if wantStream {
 		ex.startStream()
 	}
@@ -101,14 +104,14 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 			// The measurement reads the upstream's events; the client gets
 			// them without what the injection added, so a length no longer
 			// holds.
-			resp.Body = &usageStripper{src: resp.Body, max: maxEvent}
+			resp.Body = events.NewUsageStripper(resp.Body, maxEvent, copyBufferSize)
 			resp.Header.Del("Content-Length")
 			resp.ContentLength = -1
 		}
 		if encoded {
 			ex.rec.ParseFailure(ex.labels, metrics.ParseEncoded)
 		}
-	case ex.labels.Endpoint == metrics.EndpointOther || resp.StatusCode/100 != 2:
+	case ex.endpoint == events.Other || resp.StatusCode/100 != 2:
 		// Nothing to read: other endpoints are counted, not measured, and
 		// error bodies carry no usage.
 	case encoded:
@@ -239,7 +242,7 @@ func (b *jsonBody) read() {
 		b.ex.rec.ParseFailure(b.ex.labels, metrics.ParseBodyTooLarge)
 		return
 	}
-	e := ParseJSON(b.ex.labels.Endpoint, b.buf)
+	e := events.ParseJSON(b.ex.endpoint, b.buf)
 	b.buf = nil
 	if e.Invalid {
 		b.ex.rec.ParseFailure(b.ex.labels, metrics.ParseInvalidJSON)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/events"
 )
 
 // sseBody is the upstream's event-stream body as httputil.ReverseProxy
@@ -30,14 +31,13 @@ func (b *sseBody) Read(p []byte) (int, error) {
 
 func (b *sseBody) Close() error { return b.rc.Close() }
 
-// streamMeter turns the events of one stream into observations, as
-// DESIGN.md defines them: TTFT at the first token-bearing event, one ITL
-// sample per gap between consecutive token-bearing events, each event
-// stamped when the read that completed it returned.
+// streamMeter turns the events of one stream into observations: TTFT at
+// the first token-bearing event (one that carries output), one ITL sample
+// per gap between consecutive token-bearing events, each event stamped
+// when the read that completed it returned.
 type streamMeter struct {
-	ex       *exchange
-	splitter *sseSplitter // nil when the body cannot be parsed
-	parse    func([]byte) Event
+	ex   *exchange
+	scan *events.StreamScanner // nil when the body cannot be parsed
 
 	now         time.Time  // when the read being split returned
 	first, last time.Time  // stamps of the first and last token-bearing events
@@ -56,10 +56,17 @@ type streamMeter struct {
 	lastOutput int64 // the last cumulative output count seen
 }
 
+// usage is the token usage an upstream reported; -1 means not reported.
+type usage struct {
+	input, output int64
+}
+
+var noUsage = usage{input: -1, output: -1}
+
 func newStreamMeter(ex *exchange, maxEvent int, parse bool) *streamMeter {
-	m := &streamMeter{ex: ex, usage: noUsage, parse: parserFor(ex.labels.Endpoint)}
+	m := &streamMeter{ex: ex, usage: noUsage}
 	if parse {
-		m.splitter = newSSESplitter(m, maxEvent)
+		m.scan = events.NewStreamScanner(ex.endpoint, maxEvent, m.handleEvent)
 	}
 	return m
 }
@@ -68,11 +75,11 @@ func (m *streamMeter) read(p []byte) {
 	if m.idle != nil {
 		m.idle.reset()
 	}
-	if m.splitter == nil {
+	if m.scan == nil {
 		return
 	}
 	m.now = time.Now()
-	m.splitter.write(p)
+	m.scan.Write(p)
 }
 
 func (m *streamMeter) stop(err error) {
@@ -80,15 +87,12 @@ func (m *streamMeter) stop(err error) {
 		return
 	}
 	m.readErr = err
-	if m.splitter != nil && m.splitter.end() && err == io.EOF {
+	if m.scan != nil && m.scan.End() && err == io.EOF {
 		m.ex.rec.ParseFailure(m.ex.labels, metrics.ParseTruncated)
 	}
 }
 
-var doneData = []byte("[DONE]")
-
-func (m *streamMeter) handleEvent(ev sseEvent) {
-	e := classify(ev, m.parse)
+func (m *streamMeter) handleEvent(e events.Event) {
 	switch {
 	case e.Oversized:
 		m.ex.rec.ParseFailure(m.ex.labels, metrics.ParseEventTooLarge)
@@ -171,7 +175,7 @@ func (m *streamMeter) outputTokens() int64 {
 	switch {
 	case m.usage.output >= 0:
 		return m.usage.output
-	case m.splitter != nil:
+	case m.scan != nil:
 		return m.events
 	}
 	return -1

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/itlproxy/itlproxy/metrics"
-
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/itlproxy/itlproxy/proxy/events"
 )
 
 // usageError is a command line itlbench refuses: exit status 2.
@@ -27,9 +27,9 @@ func (e *usageError) Unwrap() error { return e.err }
 
 // config is a load run's command line, checked.
 type config struct {
-	base     *url.URL // the API's base URL, e.g. http://127.0.0.1:8080/v1
-	target   string   // base + the endpoint's path
-	endpoint string   // "chat" or "completions"
+	base     *url.URL        // the API's base URL, e.g. http://127.0.0.1:8080/v1
+	target   string          // base + the endpoint's path
+	endpoint events.Endpoint // chat completions or completions
 	models   []weighted
 
 	prompt       string
@@ -81,7 +81,8 @@ Flags take one dash or two (-c 10, --c=10) and come before any argument.
 `
 
 const loadUsageTail = `
-What is measured (the definitions are itlproxy's, DESIGN.md):
+What is measured (as itlproxy measures it: itlbench reads streams with
+itlproxy's own event reader):
   A token-bearing event is an SSE event whose chunk carries output: a
   choices[].delta with non-empty content, reasoning_content/reasoning,
   refusal or tool-call name/arguments, or a non-empty choices[].text. Each is
@@ -172,9 +173,9 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	}
 	switch *endpoint {
 	case "chat":
-		cfg.endpoint = "chat"
+		cfg.endpoint = events.ChatCompletions
 	case "completions":
-		cfg.endpoint = "completions"
+		cfg.endpoint = events.Completions
 	default:
 		bad("-endpoint %q: want chat or completions", *endpoint)
 	}
@@ -256,16 +257,7 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	return cfg, false, nil
 }
 
-var endpointPath = map[string]string{"chat": "/chat/completions", "completions": "/completions"}
-
-// metricsEndpoint names the endpoint as the proxy's metrics do, which is
-// how the proxy's stream reader knows the API's format.
-func (c config) metricsEndpoint() string {
-	if c.endpoint == "completions" {
-		return metrics.EndpointCompletions
-	}
-	return metrics.EndpointChatCompletions
-}
+var endpointPath = map[events.Endpoint]string{events.ChatCompletions: "/chat/completions", events.Completions: "/completions"}
 
 // parseModels reads "a,b=3,c".
 func parseModels(s string) ([]weighted, error) {

@@ -106,7 +106,7 @@ func newReport(b *bench, elapsed time.Duration) *report {
 	r := &report{
 		SchemaVersion:    1,
 		Target:           redactedURL(cfg.target),
-		Endpoint:         endpointLabel(cfg.endpoint),
+		Endpoint:         cfg.endpoint.Label(),
 		Stream:           cfg.stream,
 		IncludeUsage:     cfg.stream && cfg.includeUsage,
 		Concurrency:      cfg.concurrency,
@@ -137,14 +137,6 @@ func newReport(b *bench, elapsed time.Duration) *report {
 	r.all = total(r.results)
 	r.Total = r.all.json(elapsed)
 	return r
-}
-
-// endpointLabel is the endpoint as itlproxy labels it.
-func endpointLabel(endpoint string) string {
-	if endpoint == "chat" {
-		return "chat_completions"
-	}
-	return "completions"
 }
 
 func perSecond(n int64, d time.Duration) float64 {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/itlproxy/itlproxy/proxy"
+	"github.com/itlproxy/itlproxy/proxy/events"
 )
 
 const (
@@ -31,7 +31,7 @@ const (
 type worker struct {
 	b    *bench
 	buf  []byte
-	scan *proxy.StreamScanner
+	scan *events.StreamScanner
 	s    streamState
 
 	session   string // the current session's id, "" without -turns
@@ -53,7 +53,7 @@ type streamState struct {
 
 func newWorker(b *bench) *worker {
 	w := &worker{b: b, buf: make([]byte, readBufferBytes)}
-	w.scan = proxy.NewStreamScanner(b.cfg.metricsEndpoint(), maxEventBytes, w.event)
+	w.scan = events.NewStreamScanner(b.cfg.endpoint, maxEventBytes, w.event)
 	return w
 }
 
@@ -156,7 +156,7 @@ func (w *worker) readStream(ctx context.Context, body io.Reader) {
 }
 
 // event is called by the scanner for each event a read completed.
-func (w *worker) event(e proxy.Event) {
+func (w *worker) event(e events.Event) {
 	s := &w.s
 	switch {
 	case e.Invalid || e.Oversized:
@@ -211,7 +211,7 @@ func (w *worker) readWhole(ctx context.Context, body io.Reader) {
 	}
 	_, _ = io.Copy(io.Discard, body) // past the bound: read, not kept
 	s := &w.s
-	e := proxy.ParseJSON(w.b.cfg.metricsEndpoint(), data)
+	e := events.ParseJSON(w.b.cfg.endpoint, data)
 	if e.Invalid {
 		s.st.invalidEvents.Add(1)
 	}

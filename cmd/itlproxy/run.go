@@ -23,6 +23,7 @@ import (
 
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy"
+	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.revision=...".
@@ -142,7 +143,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	}
 	p := proxy.New(proxy.Config{
 		Upstream:          upstream,
-		Transport:         proxy.NewTransport(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
+		Transport:         transport.New(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
 		MaxRequestBytes:   int64(s.cfg.MaxRequestBytes),
 		MaxEventBytes:     int(s.cfg.MaxEventBytes),
 		StreamIdleTimeout: s.cfg.StreamIdleTimeout,
