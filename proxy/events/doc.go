@@ -48,7 +48,8 @@
 // Time per output token, TPOT = (last - first) / (N - 1), from the stamps
 // of a stream's first and last token-bearing events, with N the reported
 // output tokens, else the number of token-bearing events, and only when
-// N >= 2.
+// N >= 2. A Tally keeps these per-stream counts and does this arithmetic
+// for whoever reads a stream: the proxy's meter and itlbench alike.
 //
 // # Bounds and cost
 //
