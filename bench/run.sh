@@ -479,8 +479,8 @@ fi
 
 # --- microbenchmarks ------------------------------------------------------
 if [ "$do_micro" = 1 ]; then
-	log "go test ./proxy -bench . -benchtime $micro_benchtime -count $micro_count"
-	"${nice_cmd[@]}" go test ./proxy -run '^$' -bench . -benchmem -benchtime "$micro_benchtime" \
+	log "go test ./proxy/... -bench . -benchtime $micro_benchtime -count $micro_count"
+	"${nice_cmd[@]}" go test ./proxy/... -run '^$' -bench . -benchmem -benchtime "$micro_benchtime" \
 		-count "$micro_count" >"$out/micro.txt" 2>&1 || log "the microbenchmarks failed (see micro.txt)"
 fi
 

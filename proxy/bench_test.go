@@ -3,31 +3,29 @@ package proxy
 import (
 	"bytes"
 	"io"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/events"
+	"github.com/itlproxy/itlproxy/proxy/internal/streamtest"
 )
 
 // recordedStreamMeter returns the events of a recorded vLLM stream, each
 // as one read, their mean size, and a stream meter for them.
-func recordedStreamMeter(b *testing.B) (evs [][]byte, eventBytes int64, m *streamMeter) {
+func recordedStreamMeter(b *testing.B) (evs [][]byte, eventBytes int64, m *meter) {
 	b.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", "streams", "vllm_chat_usage.sse"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	evs = events(string(raw))
+	raw := streamtest.Read(b, "vllm_chat_usage.sse")
+	evs = streamtest.Events(string(raw))
 	rec, err := metrics.New(prometheus.NewRegistry(), metrics.Options{MaxModels: 4})
 	if err != nil {
 		b.Fatal(err)
 	}
 	ex := newExchange(rec, rec.Labels("m", metrics.EndpointChatCompletions), time.Now(), metrics.IDs{Request: "r"}, false, true)
-	return evs, int64(len(raw)) / int64(len(evs)), newStreamMeter(ex, 1<<20, true)
+	ex.m.readEvents(events.ChatCompletions, 1<<20, true)
+	return evs, int64(len(raw)) / int64(len(evs)), &ex.m
 }
 
 // BenchmarkMeasureEvent measures the per-event cost of the measuring path

@@ -8,8 +8,6 @@ import (
 	"net/http"
 
 	"go.uber.org/zap"
-
-	"github.com/itlproxy/itlproxy/metrics"
 )
 
 // apiError is the body of an OpenAI-style error response, the shape every
@@ -44,15 +42,15 @@ func (p *Proxy) handleUpstreamError(w http.ResponseWriter, r *http.Request, err 
 	case r.Context().Err() != nil:
 		// The client went away (or the server is closing its connection):
 		// whatever the transport's error says, no one is left to answer.
-		ex.fail(statusClientClosed, metrics.OutcomeClientCanceled)
+		ex.fail(statusClientClosed, clientLeft)
 	case errors.As(err, &netErr) && netErr.Timeout(), errors.Is(err, context.DeadlineExceeded):
-		ex.fail(http.StatusGatewayTimeout, metrics.OutcomeUpstreamError)
+		ex.fail(http.StatusGatewayTimeout, upstreamFailed)
 		p.log.Warn("upstream timed out before responding", zap.String("request_id", ex.ids.Request),
 			zap.String("endpoint", ex.labels.Endpoint), zap.String("model", ex.labels.Model), zap.Error(err))
 		writeError(w, ex.code, "upstream_error", "upstream_timeout",
 			"itlproxy: the upstream server did not respond in time")
 	default:
-		ex.fail(http.StatusBadGateway, metrics.OutcomeUpstreamError)
+		ex.fail(http.StatusBadGateway, upstreamFailed)
 		p.log.Warn("upstream unreachable", zap.String("request_id", ex.ids.Request),
 			zap.String("endpoint", ex.labels.Endpoint), zap.String("model", ex.labels.Model), zap.Error(err))
 		writeError(w, ex.code, "upstream_error", "upstream_unreachable",

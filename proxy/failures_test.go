@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
 func TestClientDisconnectCancelsUpstream(t *testing.T) {
@@ -188,7 +189,7 @@ func TestUpstreamTimeoutBeforeHeaders(t *testing.T) {
 		case <-release:
 		case <-r.Context().Done():
 		}
-	}), func(c *Config, _ *metrics.Options) { c.Transport = NewTransport(200*time.Millisecond, nil) })
+	}), func(c *Config, _ *metrics.Options) { c.Transport = transport.New(200*time.Millisecond, nil) })
 	start := time.Now()
 	resp := h.post("/v1/completions", `{"model":"m"}`)
 	_, typ, code := openAIError(t, resp)

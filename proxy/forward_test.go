@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/internal/streamtest"
+	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
 // seenRequest is what an upstream received.
@@ -130,7 +132,7 @@ func TestHTTPSUpstream(t *testing.T) {
 			http.Error(w, r.Proto+" "+r.URL.Path, http.StatusBadRequest)
 			return
 		}
-		writeChunks(w, r, events(`data: {"choices":[{"delta":{"content":"a"}}]}`+"\n\n"+`data: {"choices":[{"delta":{"content":"b"}}]}`+"\n\ndata: [DONE]\n\n"),
+		writeChunks(w, r, streamtest.Events(`data: {"choices":[{"delta":{"content":"a"}}]}`+"\n\n"+`data: {"choices":[{"delta":{"content":"b"}}]}`+"\n\ndata: [DONE]\n\n"),
 			[]time.Duration{0, 30 * time.Millisecond, 0})
 	}))
 	upstream.EnableHTTP2 = true
@@ -138,7 +140,7 @@ func TestHTTPSUpstream(t *testing.T) {
 	defer upstream.Close()
 	h := newHarness(t, nil, func(c *Config, _ *metrics.Options) {
 		c.Upstream, _ = url.Parse(upstream.URL + "/openai")
-		tr := NewTransport(0, nil)
+		tr := transport.New(0, nil)
 		tr.TLSClientConfig = upstream.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 		c.Transport = tr
 	})

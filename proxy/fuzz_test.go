@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/internal/streamtest"
 )
 
 // cutTransport is an in-memory upstream for fuzzing, where starting
@@ -97,13 +96,8 @@ func passThrough(t *testing.T, stream []byte, seed uint64) measured {
 // nothing may panic, and the measurement must not depend on how the bytes
 // were cut (the same events, failures and token counts as in one read).
 func FuzzProxyPassthrough(f *testing.F) {
-	files, _ := filepath.Glob(filepath.Join("testdata", "streams", "*.sse"))
-	for i, file := range files {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b, uint64(i))
+	for i, name := range streamtest.Names() {
+		f.Add(streamtest.Read(f, name), uint64(i))
 	}
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\r\rdata: [DONE]\r\n\r\n"), uint64(7))
 	f.Add([]byte(":c\r\nevent: e\ndata: {\"choices\":[{\"text\":\"a\"}]}\r\ndata: \n\n\xff\x00"), uint64(9))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/metrics/scrape"
+	"github.com/itlproxy/itlproxy/proxy/internal/streamtest"
 )
 
 // harness is a real proxy server in front of a real upstream server.
@@ -144,18 +145,5 @@ func writeChunks(w http.ResponseWriter, r *http.Request, chunks [][]byte, gaps [
 	}
 }
 
-// events cuts an event stream after each blank line, so that each chunk
-// is one event.
-func events(stream string) [][]byte {
-	var out [][]byte
-	for len(stream) > 0 {
-		i := strings.Index(stream, "\n\n")
-		if i < 0 {
-			out = append(out, []byte(stream))
-			break
-		}
-		out = append(out, []byte(stream[:i+2]))
-		stream = stream[i+2:]
-	}
-	return out
-}
+// chunkings returns the ways a test feeds in (streamtest.Cuts).
+func chunkings(in []byte) map[string][][]byte { return streamtest.Cuts(in) }

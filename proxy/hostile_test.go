@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
 const token = `data: {"choices":[{"delta":{"content":"x"}}]}` + "\n\n"
@@ -160,7 +161,7 @@ func TestUpstreamTLSVerified(t *testing.T) {
 	} {
 		h := newHarness(t, nil, func(cfg *Config, _ *metrics.Options) {
 			cfg.Upstream = upURL
-			cfg.Transport = NewTransport(0, c.tls)
+			cfg.Transport = transport.New(0, c.tls)
 		})
 		resp := h.post("/v1/chat/completions", `{"model":"m"}`)
 		resp.Body.Close()

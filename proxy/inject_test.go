@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/events"
 )
 
 func TestWithUsageRequested(t *testing.T) {
@@ -24,7 +25,7 @@ func TestWithUsageRequested(t *testing.T) {
 		{"stream_options not an object", `{"stream":true,"stream_options":"x"}`, ``},
 		{"not JSON", `model=m`, ``},
 	} {
-		got := withUsageRequested([]byte(c.in))
+		got := events.WithUsageRequested([]byte(c.in))
 		if string(got) != c.want {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
@@ -120,7 +121,7 @@ func TestUsageStripperCuts(t *testing.T) {
 		"data: {\"choices\":[{\"delta\":{\"content\":\"c\"}}],\"usage\":{\"completion_tokens\":3}}\n\n" +
 		"data: [DONE]\n\n"
 	for how, chunks := range chunkings([]byte(in)) {
-		u := &usageStripper{src: io.NopCloser(&chunkReader{chunks: chunks}), max: 1 << 20}
+		u := events.NewUsageStripper(io.NopCloser(&chunkReader{chunks: chunks}), 1<<20, copyBufferSize)
 		got, err := io.ReadAll(u)
 		if err != nil || string(got) != want {
 			t.Fatalf("%s: %q, %v; want %q", how, got, err, want)

@@ -11,154 +11,23 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"path/filepath"
-	"runtime"
-	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/internal/streamtest"
+	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
-// These benchmarks complete bench_test.go's for issue 6: each stage of the
-// measuring path alone (the SSE splitter, the chunk reader), then whole
-// streams through the proxy in-process, next to Go's plain
-// httputil.ReverseProxy measuring nothing and to no proxy at all, so that
-// what measuring adds per event shows as a difference and a ratio.
-// Everything is reported per event: ns/event, B/event, allocs/event (and
-// cpu-ns/event, the process's user+system CPU time, where other
-// goroutines share the work). bench/run.sh tabulates them in BENCHMARKS.md.
-
-// perEvent runs fn b.N times, each handling events events, and reports the
-// cost per event. Allocations are counted process-wide (runtime.MemStats),
-// so those of goroutines fn waits for are included.
-func perEvent(b *testing.B, events int, fn func()) {
-	b.Helper()
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	cpu0 := cpuTime()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		fn()
-	}
-	b.StopTimer()
-	cpu := cpuTime() - cpu0
-	runtime.ReadMemStats(&after)
-	n := float64(b.N) * float64(events)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/event")
-	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/event")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/event")
-	b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/event")
-}
-
-// cpuTime is the process's user + system CPU time so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func readStream(b *testing.B, name string) []byte {
-	b.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", "streams", name))
-	if err != nil {
-		b.Fatal(err)
-	}
-	return raw
-}
-
-// countEvents is an sseHandler that only counts.
-type countEvents int
-
-func (c *countEvents) handleEvent(sseEvent) { *c++ }
-
-// BenchmarkSSESplitter is the splitter alone over a recorded vLLM stream:
-// one event per write (events a token apart, as a proxy reads them), each
-// event cut in two writes (the partial-line path), and the whole stream in
-// one write (events that arrive together).
-func BenchmarkSSESplitter(b *testing.B) {
-	raw := readStream(b, "vllm_chat_usage.sse")
-	evs := events(string(raw))
-	var halves [][]byte
-	for _, e := range evs {
-		halves = append(halves, e[:len(e)/2], e[len(e)/2:])
-	}
-	for _, tc := range []struct {
-		name   string
-		writes [][]byte
-	}{
-		{"event-per-write", evs},
-		{"split-events", halves},
-		{"stream-per-write", [][]byte{raw}},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			var n countEvents
-			s := newSSESplitter(&n, 1<<20)
-			b.SetBytes(int64(len(raw)))
-			perEvent(b, len(evs), func() {
-				for _, w := range tc.writes {
-					s.write(w)
-				}
-			})
-			if int(n) != b.N*len(evs) {
-				b.Fatalf("dispatched %d events, want %d", n, b.N*len(evs))
-			}
-		})
-	}
-}
-
-// largeChunk is a content chunk with logprobs (top 5 per token, as vLLM
-// sends with "logprobs": true, "top_logprobs": 5): about 1.5 KB of JSON the
-// reader must skip to find the delta.
-func largeChunk() []byte {
-	var top []string
-	for i := range 5 {
-		top = append(top, fmt.Sprintf(`{"token":"tok%d","logprob":-%d.25,"bytes":[116,111,107,%d]}`, i, i, 48+i))
-	}
-	entry := fmt.Sprintf(`{"token":"Hello","logprob":-0.0123,"bytes":[72,101,108,108,111],"top_logprobs":[%s]}`, strings.Join(top, ","))
-	return []byte(`{"id":"chatcmpl-4b1e3f0c9a","object":"chat.completion.chunk","created":1763700000,"model":"meta-llama/Llama-3.1-8B-Instruct",` +
-		`"choices":[{"index":0,"logprobs":{"content":[` + entry + `,` + entry + `]},"finish_reason":null,"delta":{"content":"Hello"}}]}`)
-}
-
-// BenchmarkParseChunk is the chunk reader alone (no splitting) on the
-// shapes it meets most: a small content chunk, a large one with logprobs,
-// a tool-call arguments delta, a reasoning delta, and the usage chunk.
-func BenchmarkParseChunk(b *testing.B) {
-	data := func(file string, i int) []byte {
-		evs := events(string(readStream(b, file)))
-		return bytes.TrimSuffix(bytes.TrimPrefix(evs[i], []byte("data: ")), []byte("\n\n"))
-	}
-	for _, tc := range []struct {
-		name        string
-		chunk       []byte
-		token, uses bool
-	}{
-		{"small", data("vllm_chat_usage.sse", 1), true, false},
-		{"large-logprobs", largeChunk(), true, false},
-		{"tool-call", data("openai_tool_calls.sse", 1), true, false},
-		{"reasoning", data("sglang_reasoning.sse", 1), true, false},
-		{"usage", data("vllm_chat_usage.sse", 9), false, true},
-	} {
-		c, ok := parseChunk(tc.chunk)
-		if !ok || c.token != tc.token || c.hasUsage != tc.uses {
-			b.Fatalf("%s: parseChunk(%s) = %+v, %v; the fixture moved", tc.name, tc.chunk, c, ok)
-		}
-		b.Run(tc.name, func(b *testing.B) {
-			b.SetBytes(int64(len(tc.chunk)))
-			perEvent(b, 1, func() {
-				parseChunk(tc.chunk)
-			})
-		})
-	}
-}
+// BenchmarkProxyStream puts whole streams through the proxy in-process,
+// next to Go's plain httputil.ReverseProxy measuring nothing and to no
+// proxy at all, so that what measuring adds per event shows as a
+// difference and a ratio; proxy/events' benchmarks measure each stage of
+// the measuring path alone (the SSE splitter, the chunk reader).
+// Everything is reported per event (streamtest.PerEvent), and bench/run.sh
+// tabulates it in BENCHMARKS.md.
 
 // e2eStream is the stream the end-to-end benchmark's upstream sends: a
 // role chunk, 64 content chunks, a finish chunk, usage and [DONE], in
@@ -279,7 +148,7 @@ func BenchmarkProxyStream(b *testing.B) {
 					c.ack = up.ack
 				}
 				c.stream(b, len(stream)) // connections open, pools warm
-				perEvent(b, len(stream), func() { c.stream(b, len(stream)) })
+				streamtest.PerEvent(b, len(stream), func() { c.stream(b, len(stream)) })
 			})
 		}
 	}
@@ -298,7 +167,7 @@ func benchProxy(b *testing.B, via, upstream string) http.Handler {
 				pr.SetURL(u)
 				pr.SetXForwarded()
 			},
-			Transport:     NewTransport(0, nil),
+			Transport:     transport.New(0, nil),
 			FlushInterval: -1,
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -317,7 +186,7 @@ func benchProxy(b *testing.B, via, upstream string) http.Handler {
 		Upstream:        u,
 		MaxRequestBytes: 32 << 20,
 		MaxEventBytes:   1 << 20,
-		Transport:       NewTransport(0, nil),
+		Transport:       transport.New(0, nil),
 		SessionHeader:   "X-Session-Id",
 	}, rec, zap.NewNop())
 }

@@ -1,13 +1,7 @@
-// Package proxy is itlproxy's data path: it routes each request, reads the
-// model and stream flag from the body of the endpoints it measures, forwards
-// everything through httputil.ReverseProxy unchanged, and measures the
-// response as it passes (see DESIGN.md, "Data path").
 package proxy
 
 import (
-	"crypto/tls"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -17,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
 // Config configures a Proxy.
@@ -37,7 +32,7 @@ type Config struct {
 	// StreamIdleTimeout ends an event stream whose upstream sends nothing
 	// for that long; 0 means never.
 	StreamIdleTimeout time.Duration
-	// Transport carries requests to the upstream. Nil means NewTransport.
+	// Transport carries requests to the upstream. Nil means transport.New.
 	Transport http.RoundTripper
 	// SessionHeader names the request header that carries a session id;
 	// SessionFromUser falls back to the request body's "user" field.
@@ -60,9 +55,9 @@ type Proxy struct {
 // New returns a proxy to cfg.Upstream that reports to rec and logs to log.
 func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 	p := &Proxy{cfg: cfg, rec: rec, log: log}
-	transport := cfg.Transport
-	if transport == nil {
-		transport = NewTransport(cfg.UpstreamTimeout, nil)
+	rt := cfg.Transport
+	if rt == nil {
+		rt = transport.New(cfg.UpstreamTimeout, nil)
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -76,7 +71,7 @@ func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 			}
 			pr.SetXForwarded()
 		},
-		Transport:      transport,
+		Transport:      rt,
 		BufferPool:     newBufferPool(),
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.handleUpstreamError,
@@ -84,28 +79,6 @@ func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 	}
 	p.router = p.routes()
 	return p
-}
-
-// NewTransport returns the transport to the upstream: the default one's
-// dialing and HTTP/2 over TLS, tlsConfig for an https upstream (nil: the
-// system's roots), enough idle connections for many concurrent streams, no
-// transparent compression (the client's Accept-Encoding goes through as it
-// is, and so does the upstream's encoding), and timeout as the bound on the
-// wait for response headers.
-func NewTransport(timeout time.Duration, tlsConfig *tls.Config) *http.Transport {
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	t.DisableCompression = true
-	t.MaxIdleConns = 0
-	t.MaxIdleConnsPerHost = 1024
-	t.ResponseHeaderTimeout = timeout
-	// The write buffer serves only to send the request, yet every
-	// connection keeps it for its life: a stream in flight holds one.
-	t.WriteBufferSize = 2 << 10
-	if tlsConfig != nil {
-		t.TLSClientConfig = tlsConfig
-	}
-	return t
 }
 
 func zapStdLog(l *zap.Logger) *log.Logger {

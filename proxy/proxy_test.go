@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/internal/streamtest"
 )
 
 func TestNonStreamingUsage(t *testing.T) {
@@ -87,7 +88,7 @@ func fmtString(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 func TestMetricsLint(t *testing.T) {
 	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeChunks(w, r, events("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"y\"}}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n"), nil)
+		writeChunks(w, r, streamtest.Events("data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"y\"}}],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n"), nil)
 	}))
 	resp := h.post("/v1/chat/completions", `{"model":"m","stream":true}`)
 	_, _ = io.Copy(io.Discard, resp.Body)
@@ -99,5 +100,31 @@ func TestMetricsLint(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestNonStreamingUsageAllAPIs: non-streamed responses of every API count
+// their tokens, whatever each calls them.
+func TestNonStreamingUsageAllAPIs(t *testing.T) {
+	for _, c := range []struct {
+		path, body string
+		in, out    float64
+	}{
+		{"/v1/chat/completions", `{"choices":[{"message":{"content":"Hi"}}],"usage":{"prompt_tokens":11,"completion_tokens":3}}`, 11, 3},
+		{"/v1/completions", `{"choices":[{"text":"Hi"}],"usage":{"prompt_tokens":4,"completion_tokens":2}}`, 4, 2},
+		{"/v1/responses", `{"object":"response","status":"completed","usage":{"input_tokens":9,"output_tokens":5,"total_tokens":14}}`, 9, 5},
+		{"/v1/messages", `{"type":"message","content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":12,"output_tokens":6}}`, 12, 6},
+	} {
+		h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, c.body)
+		}))
+		resp := h.post(c.path, `{"model":"m"}`)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		h.waitServed(1)
+		if in, out := h.counter("itlproxy_input_tokens_total"), h.counter("itlproxy_output_tokens_total"); in != c.in || out != c.out {
+			t.Errorf("%s: input %v output %v, want %v %v", c.path, in, out, c.in, c.out)
+		}
 	}
 }

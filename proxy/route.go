@@ -12,14 +12,15 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/events"
 )
 
 func (p *Proxy) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Post("/v1/chat/completions", p.measured(metrics.EndpointChatCompletions))
-	r.Post("/v1/completions", p.measured(metrics.EndpointCompletions))
-	r.Post("/v1/responses", p.measured(metrics.EndpointResponses))
-	r.Post("/v1/messages", p.measured(metrics.EndpointMessages))
+	r.Post("/v1/chat/completions", p.measured(events.ChatCompletions))
+	r.Post("/v1/completions", p.measured(events.Completions))
+	r.Post("/v1/responses", p.measured(events.Responses))
+	r.Post("/v1/messages", p.measured(events.Messages))
 	// Everything else is forwarded and counted, not measured: the proxy
 	// port serves nothing of its own.
 	r.NotFound(p.passthrough)
@@ -30,18 +31,18 @@ func (p *Proxy) routes() chi.Router {
 // measured serves an endpoint whose responses are measured: it reads the
 // body (up to the bound) for the model and the stream flag, then forwards
 // the same bytes.
-func (p *Proxy) measured(endpoint string) http.HandlerFunc {
+func (p *Proxy) measured(endpoint events.Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		t0 := time.Now()
 		body, err := readBody(r, p.cfg.MaxRequestBytes)
 		if err != nil {
-			p.refuseBody(w, r, p.rec.Labels("", endpoint), t0, err)
+			p.refuseBody(w, r, p.rec.Labels("", endpoint.Label()), t0, err)
 			return
 		}
-		info, _ := inspectRequest(body)
+		info, _ := events.InspectRequest(body)
 		injected := false
-		if p.cfg.InjectUsage && info.stream && (endpoint == metrics.EndpointChatCompletions || endpoint == metrics.EndpointCompletions) {
-			if patched := withUsageRequested(body); patched != nil {
+		if p.cfg.InjectUsage && info.Stream && (endpoint == events.ChatCompletions || endpoint == events.Completions) {
+			if patched := events.WithUsageRequested(body); patched != nil {
 				body, injected = patched, true
 				if r.ContentLength >= 0 {
 					r.ContentLength = int64(len(body))
@@ -52,8 +53,9 @@ func (p *Proxy) measured(endpoint string) http.HandlerFunc {
 		held := &heldBody{b: body}
 		r.Body = held.reader()
 		r.GetBody = func() (io.ReadCloser, error) { return held.reader(), nil }
-		ids, clientID := p.requestIDs(r, info.user)
-		ex := newExchange(p.rec, p.rec.Labels(info.model, endpoint), t0, ids, clientID, info.stream)
+		ids, clientID := p.requestIDs(r, info.User)
+		ex := newExchange(p.rec, p.rec.Labels(info.Model, endpoint.Label()), t0, ids, clientID, info.Stream)
+		ex.endpoint = endpoint
 		ex.usageInjected = injected
 		ex.requestBody = held
 		p.forward(w, r, ex)

@@ -7,14 +7,58 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/events"
 )
+
+// meter measures one response as it passes: an event stream's events as
+// they arrive, or a JSON body's usage at its end. When the exchange counts
+// as a stream, it records each token-bearing event on the stream as it
+// arrives: TTFT at the first, one ITL sample per gap between consecutive
+// ones, each event stamped when the read that completed it returned. At
+// the end it says how the response ended (end, outcome.go). It knows
+// nothing of the exchange that owns it.
+type meter struct {
+	rec    *metrics.Metrics
+	labels metrics.Labels
+	t0     time.Time
+	stream *metrics.Stream // nil unless the exchange counts as a stream
+
+	sse     bool                  // the response is an event stream
+	scan    *events.StreamScanner // nil unless its events can be read
+	now     time.Time             // when the read being scanned returned
+	tally   events.Tally
+	readErr error      // how reading ended: io.EOF, another error, or nil (never ended)
+	idle    *idleTimer // nil without an idle timeout
+
+	body usage // a non-streamed response's usage, when it reported one
+}
+
+func newMeter(rec *metrics.Metrics, labels metrics.Labels, t0 time.Time) meter {
+	return meter{rec: rec, labels: labels, t0: t0, tally: events.NewTally(), body: noUsage}
+}
+
+// usage is the token usage an upstream reported; -1 means not reported.
+type usage struct {
+	input, output int64
+}
+
+var noUsage = usage{input: -1, output: -1}
+
+// readEvents sets the meter to read an event stream of endpoint's API;
+// parse is false when its bytes cannot be read (an encoding).
+func (m *meter) readEvents(endpoint events.Endpoint, maxEvent int, parse bool) {
+	m.sse = true
+	if parse {
+		m.scan = events.NewStreamScanner(endpoint, maxEvent, m.handleEvent)
+	}
+}
 
 // sseBody is the upstream's event-stream body as httputil.ReverseProxy
 // reads it. Every byte is returned exactly as read; on the side, each read
-// is stamped and fed to the stream's meter.
+// is stamped and fed to the meter.
 type sseBody struct {
 	rc io.ReadCloser
-	m  *streamMeter
+	m  *meter
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
@@ -30,174 +74,96 @@ func (b *sseBody) Read(p []byte) (int, error) {
 
 func (b *sseBody) Close() error { return b.rc.Close() }
 
-// streamMeter turns the events of one stream into observations, as
-// DESIGN.md defines them: TTFT at the first token-bearing event, one ITL
-// sample per gap between consecutive token-bearing events, each event
-// stamped when the read that completed it returned.
-type streamMeter struct {
-	ex       *exchange
-	splitter *sseSplitter // nil when the body cannot be parsed
-	parse    func([]byte) Event
-
-	now         time.Time  // when the read being split returned
-	first, last time.Time  // stamps of the first and last token-bearing events
-	events      int64      // token-bearing events
-	usage       usage      // the latest counts the stream reported
-	errorEvent  bool       // the upstream reported an error in the stream
-	incomplete  bool       // the upstream ended the response early, and said so
-	done        bool       // the upstream sent the stream's end marker ([DONE], response.completed, ...)
-	readErr     error      // how reading ended: io.EOF, another error, or nil (never ended)
-	idle        *idleTimer // nil without an idle timeout
-
-	// Several tokens per event: when token-bearing events carry cumulative
-	// usage (vLLM's continuous_usage_stats), each event's own count is the
-	// difference from the previous one.
-	perEvent   bool  // the first token-bearing event carried usage
-	lastOutput int64 // the last cumulative output count seen
-}
-
-func newStreamMeter(ex *exchange, maxEvent int, parse bool) *streamMeter {
-	m := &streamMeter{ex: ex, usage: noUsage, parse: parserFor(ex.labels.Endpoint)}
-	if parse {
-		m.splitter = newSSESplitter(m, maxEvent)
-	}
-	return m
-}
-
-func (m *streamMeter) read(p []byte) {
+func (m *meter) read(p []byte) {
 	if m.idle != nil {
 		m.idle.reset()
 	}
-	if m.splitter == nil {
+	if m.scan == nil {
 		return
 	}
 	m.now = time.Now()
-	m.splitter.write(p)
+	m.scan.Write(p)
 }
 
-func (m *streamMeter) stop(err error) {
+func (m *meter) stop(err error) {
 	if m.readErr != nil {
 		return
 	}
 	m.readErr = err
-	if m.splitter != nil && m.splitter.end() && err == io.EOF {
-		m.ex.rec.ParseFailure(m.ex.labels, metrics.ParseTruncated)
+	if m.scan != nil && m.scan.End() && err == io.EOF {
+		m.rec.ParseFailure(m.labels, metrics.ParseTruncated)
 	}
 }
 
-var doneData = []byte("[DONE]")
-
-func (m *streamMeter) handleEvent(ev sseEvent) {
-	e := classify(ev, m.parse)
+func (m *meter) handleEvent(e events.Event) {
 	switch {
 	case e.Oversized:
-		m.ex.rec.ParseFailure(m.ex.labels, metrics.ParseEventTooLarge)
+		m.rec.ParseFailure(m.labels, metrics.ParseEventTooLarge)
 		return
 	case e.Invalid:
-		m.ex.rec.ParseFailure(m.ex.labels, metrics.ParseInvalidJSON)
+		m.rec.ParseFailure(m.labels, metrics.ParseInvalidJSON)
 		return
 	}
-	m.done = m.done || e.Done
-	m.errorEvent = m.errorEvent || e.Failed
-	m.incomplete = m.incomplete || e.Incomplete
-	// The event's own tokens, when events carry cumulative usage.
-	var tokens int64
-	if e.Token && m.events == 0 {
-		m.perEvent = e.HasUsage && e.OutputTokens >= 0
+	tok, ok := m.tally.Add(e, m.now)
+	if !ok || m.stream == nil {
+		return
+	}
+	if tok.First {
+		m.stream.FirstToken(m.now.Sub(m.t0))
+	} else {
+		m.stream.Gap(tok.Gap, tok.Tokens)
+	}
+	if tok.Tokens > 0 {
+		m.stream.EventTokens(tok.Tokens)
+	}
+}
+
+// jsonBody passes a non-streamed response body through and keeps a copy,
+// up to max bytes, for the meter to read its usage at the end.
+type jsonBody struct {
+	rc       io.ReadCloser
+	m        *meter
+	endpoint events.Endpoint
+	max      int
+	buf      []byte
+	over     bool
+	done     bool
+}
+
+func (b *jsonBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if n > 0 && !b.over {
+		if len(b.buf)+n > b.max {
+			b.over, b.buf = true, nil
+		} else {
+			b.buf = append(b.buf, p[:n]...)
+		}
+	}
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.m.readJSON(b.endpoint, b.buf, b.over)
+		b.buf = nil
+	}
+	return n, err
+}
+
+func (b *jsonBody) Close() error { return b.rc.Close() }
+
+// readJSON reads a whole non-streamed body for its usage; over reports
+// that it was larger than the bound, and not kept.
+func (m *meter) readJSON(endpoint events.Endpoint, body []byte, over bool) {
+	if over {
+		m.rec.ParseFailure(m.labels, metrics.ParseBodyTooLarge)
+		return
+	}
+	e := events.ParseJSON(endpoint, body)
+	if e.Invalid {
+		m.rec.ParseFailure(m.labels, metrics.ParseInvalidJSON)
+		return
 	}
 	if e.HasUsage {
-		// Counts arrive in parts (Anthropic: input at the start, output at
-		// the end) and cumulatively: keep the latest of each.
-		if e.InputTokens >= 0 {
-			m.usage.input = e.InputTokens
-		}
-		if e.OutputTokens >= 0 {
-			tokens = e.OutputTokens - m.lastOutput
-			m.usage.output, m.lastOutput = e.OutputTokens, e.OutputTokens
-		}
+		m.body = usage{input: e.InputTokens, output: e.OutputTokens}
 	}
-	if e.Token {
-		if !m.perEvent {
-			tokens = 0
-		} else if tokens < 1 {
-			tokens = 1 // an event without a count of its own: one token
-		}
-		m.token(tokens)
-	}
-}
-
-// token stamps a token-bearing event carrying tokens tokens (0: unknown).
-func (m *streamMeter) token(tokens int64) {
-	if m.events == 0 {
-		m.first = m.now
-		m.ex.stream.FirstToken(m.now.Sub(m.ex.t0))
-	} else {
-		m.ex.stream.Gap(m.now.Sub(m.last), tokens)
-	}
-	if tokens > 0 {
-		m.ex.stream.EventTokens(tokens)
-	}
-	m.last = m.now
-	m.events++
-}
-
-// averageTokens returns the stream's output tokens per token-bearing
-// event, from its final usage, when its events did not report their own
-// counts; 0 when they did, or when it is unknown.
-func (m *streamMeter) averageTokens() float64 {
-	if m.perEvent || m.usage.output < 0 || m.events == 0 {
-		return 0
-	}
-	return float64(m.usage.output) / float64(m.events)
-}
-
-// tpot returns the stream's time per output token, or -1 when it has none:
-// N = the reported completion tokens, else the token-bearing events, and
-// only when N >= 2.
-func (m *streamMeter) tpot() time.Duration {
-	n := m.usage.output
-	if n < 0 {
-		n = m.events
-	}
-	if n < 2 || m.events == 0 {
-		return -1
-	}
-	return m.last.Sub(m.first) / time.Duration(n-1)
-}
-
-// outputTokens returns the reported completion tokens, else the number of
-// token-bearing events, or -1 when the stream was not parsed.
-func (m *streamMeter) outputTokens() int64 {
-	switch {
-	case m.usage.output >= 0:
-		return m.usage.output
-	case m.splitter != nil:
-		return m.events
-	}
-	return -1
-}
-
-// outcome decides how the stream ended. clientGone reports whether the
-// client's request context was canceled.
-func (m *streamMeter) outcome(clientGone bool) string {
-	switch {
-	case m.idle != nil && m.idle.fired.Load():
-		return metrics.OutcomeIdleTimeout
-	case m.errorEvent:
-		return metrics.OutcomeUpstreamError
-	case m.incomplete:
-		return metrics.OutcomeIncomplete
-	case m.done, m.readErr == io.EOF:
-		// After [DONE] the stream is complete for the client, whatever
-		// happens to the connection next: SDKs close it as soon as they read
-		// [DONE], often before the chunked terminator arrives.
-		return metrics.OutcomeCompleted
-	case m.readErr != nil && !clientGone:
-		return metrics.OutcomeUpstreamError
-	}
-	// Reading failed because the client went away, or stopped because
-	// writing to the client failed.
-	return metrics.OutcomeClientCanceled
 }
 
 // idleTimer ends a stream whose upstream goes silent: when no bytes have

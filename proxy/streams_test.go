@@ -7,13 +7,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/events"
+	"github.com/itlproxy/itlproxy/proxy/internal/streamtest"
 )
 
 // fixture is a recorded stream and what measuring it must find.
@@ -27,17 +27,17 @@ type fixture struct {
 	truncated bool
 }
 
-// label returns the fixture's endpoint label.
-func (fx fixture) label() string {
+// api returns the fixture's endpoint.
+func (fx fixture) api() events.Endpoint {
 	switch fx.endpoint {
 	case "/v1/completions":
-		return metrics.EndpointCompletions
+		return events.Completions
 	case "/v1/responses":
-		return metrics.EndpointResponses
+		return events.Responses
 	case "/v1/messages":
-		return metrics.EndpointMessages
+		return events.Messages
 	}
-	return metrics.EndpointChatCompletions
+	return events.ChatCompletions
 }
 
 var fixtures = []fixture{
@@ -95,10 +95,7 @@ func framings(stream string) map[string]string {
 // every framing.
 func forEachFraming(t *testing.T, test func(t *testing.T, fx fixture, name, stream string)) {
 	for _, fx := range fixtures {
-		raw, err := os.ReadFile(filepath.Join("testdata", "streams", fx.file))
-		if err != nil {
-			t.Fatal(err)
-		}
+		raw := streamtest.Read(t, fx.file)
 		for name, stream := range framings(string(raw)) {
 			t.Run(fx.file+"/"+name, func(t *testing.T) { test(t, fx, name, stream) })
 		}

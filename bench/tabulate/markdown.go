@@ -189,7 +189,7 @@ func (res *results) microTable(b *strings.Builder) {
 		return
 	}
 	b.WriteString("#### Microbenchmarks\n\n")
-	b.WriteString("`go test ./proxy -bench .`; per event (per op for the benchmarks whose op is one event); the median of the runs. ")
+	b.WriteString("`go test ./proxy/... -bench .`; per event (per op for the benchmarks whose op is one event); the median of the runs. ")
 	b.WriteString("`cpu-ns/event` is the process's CPU time, where other goroutines share the work.\n\n")
 	b.WriteString("| benchmark | ns/event | cpu-ns/event | B/event | allocs/event |\n|---|--:|--:|--:|--:|\n")
 	for _, bm := range res.micro {

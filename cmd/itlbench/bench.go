@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/itlproxy/itlproxy/proxy/events"
 )
 
 // bench is one load run: the workers, what they share, and the stats.
@@ -85,7 +87,7 @@ func newTransport(cfg config) *http.Transport {
 // requestBody is the JSON body of every request to model.
 func requestBody(cfg config, model string) ([]byte, error) {
 	body := map[string]any{"model": model, "stream": cfg.stream}
-	if cfg.endpoint == "chat" {
+	if cfg.endpoint == events.ChatCompletions {
 		body["messages"] = []map[string]string{{"role": "user", "content": cfg.prompt}}
 	} else {
 		body["prompt"] = cfg.prompt

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"github.com/itlproxy/itlproxy/metrics"
-
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/itlproxy/itlproxy/proxy/events"
 )
 
 // usageError is a command line itlbench refuses: exit status 2.
@@ -27,9 +27,9 @@ func (e *usageError) Unwrap() error { return e.err }
 
 // config is a load run's command line, checked.
 type config struct {
-	base     *url.URL // the API's base URL, e.g. http://127.0.0.1:8080/v1
-	target   string   // base + the endpoint's path
-	endpoint string   // "chat" or "completions"
+	base     *url.URL        // the API's base URL, e.g. http://127.0.0.1:8080/v1
+	target   string          // base + the endpoint's path
+	endpoint events.Endpoint // chat completions or completions
 	models   []weighted
 
 	prompt       string
@@ -81,7 +81,8 @@ Flags take one dash or two (-c 10, --c=10) and come before any argument.
 `
 
 const loadUsageTail = `
-What is measured (the definitions are itlproxy's, DESIGN.md):
+What is measured (as itlproxy measures it: itlbench reads streams with
+itlproxy's own event reader):
   A token-bearing event is an SSE event whose chunk carries output: a
   choices[].delta with non-empty content, reasoning_content/reasoning,
   refusal or tool-call name/arguments, or a non-empty choices[].text. Each is
@@ -163,32 +164,47 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	raw := rawFlags{base: *base, endpoint: *endpoint, models: *models, promptFile: *promptFile, body: *body, watch: *watch}
+	if errs := append(cfg.checkRequest(raw, set), cfg.checkLoad(raw, set)...); len(errs) > 0 {
+		return cfg, false, &usageError{errors.Join(errs...)}
+	}
+	return cfg, false, nil
+}
 
+// rawFlags are the flags parseLoadFlags checks and converts into config.
+type rawFlags struct {
+	base, endpoint, models, promptFile, body, watch string
+}
+
+// checkRequest completes what cfg sends from the parsed flags, raw and set
+// (the flags given), and returns every problem found.
+func (cfg *config) checkRequest(raw rawFlags, set map[string]bool) []error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	cfg.base, err = url.Parse(strings.TrimSuffix(*base, "/"))
+	var err error
+	cfg.base, err = url.Parse(strings.TrimSuffix(raw.base, "/"))
 	if err != nil || (cfg.base.Scheme != "http" && cfg.base.Scheme != "https") || cfg.base.Host == "" {
-		bad("-url %q: want an http or https URL with a host", *base)
+		bad("-url %q: want an http or https URL with a host", raw.base)
 	}
-	switch *endpoint {
+	switch raw.endpoint {
 	case "chat":
-		cfg.endpoint = "chat"
+		cfg.endpoint = events.ChatCompletions
 	case "completions":
-		cfg.endpoint = "completions"
+		cfg.endpoint = events.Completions
 	default:
-		bad("-endpoint %q: want chat or completions", *endpoint)
+		bad("-endpoint %q: want chat or completions", raw.endpoint)
 	}
 	if cfg.base != nil {
 		cfg.target = cfg.base.String() + endpointPath[cfg.endpoint]
 	}
-	if cfg.models, err = parseModels(*models); err != nil {
+	if cfg.models, err = parseModels(raw.models); err != nil {
 		bad("-model: %v", err)
 	}
-	if *promptFile != "" {
+	if raw.promptFile != "" {
 		if set["prompt"] {
 			bad("-prompt and -prompt-file: give one")
 		}
-		b, err := os.ReadFile(*promptFile)
+		b, err := os.ReadFile(raw.promptFile)
 		if err != nil {
 			bad("-prompt-file: %v", err)
 		}
@@ -197,11 +213,19 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	if cfg.maxTokens < 0 {
 		bad("-max-tokens %d: want 0 or more", cfg.maxTokens)
 	}
-	if *body != "" {
-		if err := json.Unmarshal([]byte(*body), &cfg.extraBody); err != nil || cfg.extraBody == nil {
+	if raw.body != "" {
+		if err := json.Unmarshal([]byte(raw.body), &cfg.extraBody); err != nil || cfg.extraBody == nil {
 			bad("-body: want a JSON object")
 		}
 	}
+	return errs
+}
+
+// checkLoad checks how cfg drives the load, and returns every problem
+// found.
+func (cfg *config) checkLoad(raw rawFlags, set map[string]bool) []error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if cfg.concurrency < 1 {
 		bad("-c %d: want at least 1", cfg.concurrency)
 	}
@@ -245,27 +269,16 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 			bad("-compare-metrics compares streams: it needs -stream")
 		}
 	}
-	if *watch != "" {
-		if cfg.watchPIDs, err = parsePIDs(*watch); err != nil {
+	if raw.watch != "" {
+		var err error
+		if cfg.watchPIDs, err = parsePIDs(raw.watch); err != nil {
 			bad("-watch-pid %v", err)
 		}
 	}
-	if len(errs) > 0 {
-		return cfg, false, &usageError{errors.Join(errs...)}
-	}
-	return cfg, false, nil
+	return errs
 }
 
-var endpointPath = map[string]string{"chat": "/chat/completions", "completions": "/completions"}
-
-// metricsEndpoint names the endpoint as the proxy's metrics do, which is
-// how the proxy's stream reader knows the API's format.
-func (c config) metricsEndpoint() string {
-	if c.endpoint == "completions" {
-		return metrics.EndpointCompletions
-	}
-	return metrics.EndpointChatCompletions
-}
+var endpointPath = map[events.Endpoint]string{events.ChatCompletions: "/chat/completions", events.Completions: "/completions"}
 
 // parseModels reads "a,b=3,c".
 func parseModels(s string) ([]weighted, error) {

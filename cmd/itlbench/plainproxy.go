@@ -12,11 +12,11 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/itlproxy/itlproxy/proxy"
+	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
 const plainProxyUsageHead = `itlbench plainproxy serves Go's httputil.ReverseProxy, measuring nothing:
-the baseline that itlproxy's cost is compared with in benchmarks (issue 6).
+the baseline that itlproxy's cost is compared with in benchmarks (bench/run.sh).
 It rewrites requests as itlproxy does (the upstream's URL and Host,
 X-Forwarded-*), uses itlproxy's transport to the upstream and its listener's
 settings, and flushes every read at once; the only difference left is
@@ -60,7 +60,7 @@ func runPlainProxy(ctx context.Context, args []string, stdout, stderr io.Writer)
 			pr.SetXForwarded()
 		},
 		// itlproxy's transport, with ITLPROXY_UPSTREAM_TIMEOUT's default.
-		Transport:     proxy.NewTransport(10*time.Minute, nil),
+		Transport:     transport.New(10*time.Minute, nil),
 		FlushInterval: -1,
 		ErrorLog:      errLog,
 	}

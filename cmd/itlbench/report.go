@@ -106,7 +106,7 @@ func newReport(b *bench, elapsed time.Duration) *report {
 	r := &report{
 		SchemaVersion:    1,
 		Target:           redactedURL(cfg.target),
-		Endpoint:         endpointLabel(cfg.endpoint),
+		Endpoint:         cfg.endpoint.Label(),
 		Stream:           cfg.stream,
 		IncludeUsage:     cfg.stream && cfg.includeUsage,
 		Concurrency:      cfg.concurrency,
@@ -137,14 +137,6 @@ func newReport(b *bench, elapsed time.Duration) *report {
 	r.all = total(r.results)
 	r.Total = r.all.json(elapsed)
 	return r
-}
-
-// endpointLabel is the endpoint as itlproxy labels it.
-func endpointLabel(endpoint string) string {
-	if endpoint == "chat" {
-		return "chat_completions"
-	}
-	return "completions"
 }
 
 func perSecond(n int64, d time.Duration) float64 {
@@ -223,6 +215,28 @@ func (r *report) writeJSON(w io.Writer) error {
 
 // writeText prints the human report.
 func (r *report) writeText(w io.Writer) error {
+	if _, err := io.WriteString(w, r.summary()); err != nil {
+		return err
+	}
+	if err := r.writeTable(w); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\npercentiles: %s.\n", percentileMethod)
+	if err != nil {
+		return err
+	}
+	if r.Compare != nil {
+		return r.Compare.writeText(w)
+	}
+	if r.compareErr != nil {
+		_, err = fmt.Fprintf(w, "\ncompare-metrics: %v\n", r.compareErr)
+	}
+	return err
+}
+
+// summary is the report's opening: the run, its requests, tokens,
+// processes, errors and warnings.
+func (r *report) summary() string {
 	a := r.all
 	mode := "streaming"
 	if !r.Stream {
@@ -251,26 +265,7 @@ func (r *report) writeText(w io.Writer) error {
 			fmt.Fprintf(&b, "warning   -watch-pid: %s\n", p.Error)
 		}
 	}
-	if a.failed() > 0 {
-		b.WriteString("errors   ")
-		for k, name := range errKindNames {
-			fmt.Fprintf(&b, " %s %d", name, a.errs[k])
-			if errKind(k) == errStatus && len(a.statusCodes) > 0 {
-				var codes []string
-				for _, c := range slices.Sorted(maps.Keys(a.statusCodes)) {
-					codes = append(codes, fmt.Sprintf("%d×%d", c, a.statusCodes[c]))
-				}
-				fmt.Fprintf(&b, " (%s)", strings.Join(codes, " "))
-			}
-			if k < len(errKindNames)-1 {
-				b.WriteByte(',')
-			}
-		}
-		b.WriteByte('\n')
-		for _, k := range slices.Sorted(maps.Keys(a.firstErr)) {
-			fmt.Fprintf(&b, "  first %s: %s\n", k, a.firstErr[k])
-		}
-	}
+	writeErrors(&b, a)
 	if a.noDone > 0 {
 		fmt.Fprintf(&b, "warning   %d streams counted ok ended without [DONE]: the server ended them so, or something between cut them between two events\n", a.noDone)
 	}
@@ -278,10 +273,38 @@ func (r *report) writeText(w io.Writer) error {
 		fmt.Fprintf(&b, "warning   %d events or bodies could not be read (not JSON, or over %d bytes)\n", a.invalidEvents, maxEventBytes)
 	}
 	b.WriteByte('\n')
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return err
+	return b.String()
+}
+
+// writeErrors writes the failed requests by kind, and the first message
+// of each kind.
+func writeErrors(b *strings.Builder, a result) {
+	if a.failed() == 0 {
+		return
 	}
-	sets := []result{a}
+	b.WriteString("errors   ")
+	for k, name := range errKindNames {
+		fmt.Fprintf(b, " %s %d", name, a.errs[k])
+		if errKind(k) == errStatus && len(a.statusCodes) > 0 {
+			var codes []string
+			for _, c := range slices.Sorted(maps.Keys(a.statusCodes)) {
+				codes = append(codes, fmt.Sprintf("%d×%d", c, a.statusCodes[c]))
+			}
+			fmt.Fprintf(b, " (%s)", strings.Join(codes, " "))
+		}
+		if k < len(errKindNames)-1 {
+			b.WriteByte(',')
+		}
+	}
+	b.WriteByte('\n')
+	for _, k := range slices.Sorted(maps.Keys(a.firstErr)) {
+		fmt.Fprintf(b, "  first %s: %s\n", k, a.firstErr[k])
+	}
+}
+
+// writeTable writes the latency distributions, of all models and of each.
+func (r *report) writeTable(w io.Writer) error {
+	sets := []result{r.all}
 	if len(r.results) > 1 {
 		sets = append(sets, r.results...)
 	}
@@ -314,20 +337,7 @@ func (r *report) writeText(w io.Writer) error {
 			fmt.Fprintln(tw, line+"\t"+fmtDuration(row.d.max)+"\t")
 		}
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "\npercentiles: %s.\n", percentileMethod)
-	if err != nil {
-		return err
-	}
-	if r.Compare != nil {
-		return r.Compare.writeText(w)
-	}
-	if r.compareErr != nil {
-		_, err = fmt.Fprintf(w, "\ncompare-metrics: %v\n", r.compareErr)
-	}
-	return err
+	return tw.Flush()
 }
 
 // fmtDuration prints d with four significant digits, in a unit that

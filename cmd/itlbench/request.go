@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/itlproxy/itlproxy/proxy"
+	"github.com/itlproxy/itlproxy/proxy/events"
 )
 
 const (
@@ -31,7 +31,7 @@ const (
 type worker struct {
 	b    *bench
 	buf  []byte
-	scan *proxy.StreamScanner
+	scan *events.StreamScanner
 	s    streamState
 
 	session   string // the current session's id, "" without -turns
@@ -41,19 +41,17 @@ type worker struct {
 
 // streamState is what a worker knows of the request in flight.
 type streamState struct {
-	st          *modelStats
-	start       time.Time // just before the request was sent
-	now         time.Time // when the read being scanned returned
-	first, last time.Time // the first and last token-bearing events
-	events      int64
-	usage       int64 // usage.completion_tokens, -1 until reported
-	done        bool  // [DONE] was read
-	failed      bool  // an error was reported in the stream
+	st    *modelStats
+	start time.Time // just before the request was sent
+	now   time.Time // when the read being scanned returned
+	// tally counts the stream's events and does its arithmetic (TPOT,
+	// output tokens) exactly as itlproxy's meter does.
+	tally events.Tally
 }
 
 func newWorker(b *bench) *worker {
 	w := &worker{b: b, buf: make([]byte, readBufferBytes)}
-	w.scan = proxy.NewStreamScanner(b.cfg.metricsEndpoint(), maxEventBytes, w.event)
+	w.scan = events.NewStreamScanner(b.cfg.endpoint, maxEventBytes, w.event)
 	return w
 }
 
@@ -94,7 +92,7 @@ func (w *worker) do(ctx context.Context, m int) {
 	if w.session != "" {
 		req.Header.Set(b.cfg.sessionHeader, w.session)
 	}
-	w.s = streamState{st: st, usage: -1, start: time.Now()}
+	w.s = streamState{st: st, tally: events.NewTally(), start: time.Now()}
 	resp, err := b.client.Do(req)
 	if err != nil {
 		w.failed(ctx, errConnect, err)
@@ -130,21 +128,22 @@ func (w *worker) readStream(ctx context.Context, body io.Reader) {
 	}
 	truncated := w.scan.End()
 	s := &w.s
-	s.st.tokenEvents.Add(s.events)
-	s.st.outputTokens.Add(s.outputTokens())
-	if s.usage >= 0 {
+	t := &s.tally
+	s.st.tokenEvents.Add(t.Events)
+	s.st.outputTokens.Add(t.OutputTokens())
+	if t.Output >= 0 {
 		s.st.withUsage.Add(1)
 	}
-	if tpot, ok := s.tpot(); ok {
+	if tpot, ok := t.TPOT(); ok {
 		s.st.tpot.record(tpot)
 	}
 	switch {
-	case s.failed:
+	case t.Failed:
 		s.st.fail(errStreamError, 0, "the server reported an error in the stream")
-	case s.done || err == io.EOF && !truncated:
+	case t.Done || err == io.EOF && !truncated:
 		// After [DONE] the stream is complete, whatever happens to the
 		// connection next (itlproxy decides the same).
-		if !s.done {
+		if !t.Done {
 			s.st.noDone.Add(1)
 		}
 		w.succeeded()
@@ -156,50 +155,20 @@ func (w *worker) readStream(ctx context.Context, body io.Reader) {
 }
 
 // event is called by the scanner for each event a read completed.
-func (w *worker) event(e proxy.Event) {
+func (w *worker) event(e events.Event) {
 	s := &w.s
-	switch {
-	case e.Invalid || e.Oversized:
+	if e.Invalid || e.Oversized {
 		s.st.invalidEvents.Add(1)
 		return
-	case e.Done:
-		s.done = true
-		return
 	}
-	if e.HasUsage && e.OutputTokens >= 0 {
-		s.usage = e.OutputTokens
-	}
-	if e.Failed {
-		s.failed = true
-	}
-	if !e.Token {
-		return
-	}
-	if s.events == 0 {
-		s.first = s.now
+	tok, ok := s.tally.Add(e, s.now)
+	switch {
+	case !ok:
+	case tok.First:
 		s.st.ttft.record(s.now.Sub(s.start))
-	} else {
-		s.st.itl.record(s.now.Sub(s.last))
+	default:
+		s.st.itl.record(tok.Gap)
 	}
-	s.last = s.now
-	s.events++
-}
-
-// outputTokens is the stream's usage.completion_tokens, else its events.
-func (s *streamState) outputTokens() int64 {
-	if s.usage >= 0 {
-		return s.usage
-	}
-	return s.events
-}
-
-// tpot is (last - first) / (N - 1), N = outputTokens, when N >= 2.
-func (s *streamState) tpot() (time.Duration, bool) {
-	n := s.outputTokens()
-	if n < 2 || s.events == 0 {
-		return 0, false
-	}
-	return s.last.Sub(s.first) / time.Duration(n-1), true
 }
 
 // readWhole reads a non-streamed response for its usage.
@@ -211,7 +180,7 @@ func (w *worker) readWhole(ctx context.Context, body io.Reader) {
 	}
 	_, _ = io.Copy(io.Discard, body) // past the bound: read, not kept
 	s := &w.s
-	e := proxy.ParseJSON(w.b.cfg.metricsEndpoint(), data)
+	e := events.ParseJSON(w.b.cfg.endpoint, data)
 	if e.Invalid {
 		s.st.invalidEvents.Add(1)
 	}

@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var before proxyScrape
 	if cfg.compareURL != "" {
-		if before, err = scrapeProxy(ctx, cfg.compareURL, endpointLabel(cfg.endpoint)); err != nil {
+		if before, err = scrapeProxy(ctx, cfg.compareURL, cfg.endpoint.Label()); err != nil {
 			return fmt.Errorf("-compare-metrics: %w", err)
 		}
 	}

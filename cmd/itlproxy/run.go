@@ -23,6 +23,7 @@ import (
 
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy"
+	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.revision=...".
@@ -140,16 +141,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		s.log.Warn("ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY is set: the upstream's TLS certificate is NOT verified; " +
 			"anyone on the path to it can read and alter every request and response")
 	}
-	p := proxy.New(proxy.Config{
-		Upstream:          upstream,
-		Transport:         proxy.NewTransport(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
-		MaxRequestBytes:   int64(s.cfg.MaxRequestBytes),
-		MaxEventBytes:     int(s.cfg.MaxEventBytes),
-		StreamIdleTimeout: s.cfg.StreamIdleTimeout,
-		SessionHeader:     s.cfg.SessionHeader,
-		SessionFromUser:   s.cfg.SessionFromUser,
-		InjectUsage:       s.cfg.InjectUsage,
-	}, s.rec, s.log.Named("proxy"))
+	p := s.newProxy(upstream)
 
 	proxyLn, err := net.Listen("tcp", s.cfg.ListenAddr)
 	if err != nil {
@@ -201,12 +193,34 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		s.log.Error("listener failed", zap.Error(failed))
 	}
 
-	// Readiness fails first, so that load balancers stop sending; after
-	// the delay, the proxy listener closes and streams in flight get until
-	// the timeout to finish; the admin listener closes last, so /metrics
-	// is scraped until the end.
 	s.ready.Store(false)
 	stopStarted()
+	s.shutdown(proxySrv, adminSrv, p, failed)
+	if failed != nil && !errors.Is(failed, http.ErrServerClosed) {
+		return failed
+	}
+	return nil
+}
+
+// newProxy returns the proxy to upstream, as the configuration says.
+func (s *server) newProxy(upstream *url.URL) *proxy.Proxy {
+	return proxy.New(proxy.Config{
+		Upstream:          upstream,
+		Transport:         transport.New(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
+		MaxRequestBytes:   int64(s.cfg.MaxRequestBytes),
+		MaxEventBytes:     int(s.cfg.MaxEventBytes),
+		StreamIdleTimeout: s.cfg.StreamIdleTimeout,
+		SessionHeader:     s.cfg.SessionHeader,
+		SessionFromUser:   s.cfg.SessionFromUser,
+		InjectUsage:       s.cfg.InjectUsage,
+	}, s.rec, s.log.Named("proxy"))
+}
+
+// shutdown stops serving once readiness has failed, so that load balancers
+// stop sending: after the delay (none when a listener failed), the proxy
+// listener closes and streams in flight get until the timeout to finish;
+// the admin listener closes last, so /metrics is scraped until the end.
+func (s *server) shutdown(proxySrv, adminSrv *http.Server, p *proxy.Proxy, failed error) {
 	s.log.Info("shutting down", zap.Duration("delay", s.cfg.ShutdownDelay), zap.Duration("timeout", s.cfg.ShutdownTimeout))
 	if failed == nil && s.cfg.ShutdownDelay > 0 {
 		time.Sleep(s.cfg.ShutdownDelay)
@@ -222,10 +236,6 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	defer cancelAdmin()
 	_ = adminSrv.Shutdown(adminCtx)
 	s.log.Info("stopped")
-	if failed != nil && !errors.Is(failed, http.ErrServerClosed) {
-		return failed
-	}
-	return nil
 }
 
 // listenProtocols sets up the proxy listener's protocols and returns how

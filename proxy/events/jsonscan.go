@@ -1,6 +1,10 @@
-package proxy
+package events
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
 
 // jsonScan reads one JSON text forward, finding the few fields itlproxy
 // needs without decoding the rest and without allocating: every event of
@@ -245,4 +249,19 @@ func (s *jsonScan) end() bool {
 		s.fail()
 	}
 	return !s.bad
+}
+
+// decodeString decodes the raw contents of a JSON string as
+// encoding/json does: escapes decoded, invalid UTF-8 replaced by U+FFFD.
+func decodeString(raw []byte) string {
+	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
+		return string(raw)
+	}
+	var out string
+	quoted := make([]byte, 0, len(raw)+2)
+	quoted = append(append(append(quoted, '"'), raw...), '"')
+	if json.Unmarshal(quoted, &out) != nil {
+		return ""
+	}
+	return out
 }

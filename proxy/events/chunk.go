@@ -1,10 +1,4 @@
-package proxy
-
-import (
-	"bytes"
-	"encoding/json"
-	"unicode/utf8"
-)
+package events
 
 // usage is the token usage an upstream reported; -1 means not reported.
 type usage struct {
@@ -22,8 +16,8 @@ var noUsage = usage{input: -1, output: -1}
 // unexpected type makes the chunk unparsable, except where the API allows
 // null. A differential fuzz test holds them to encoding/json.
 type chunk struct {
-	// token: the chunk carries output, per DESIGN.md's definition of a
-	// token-bearing event: a choices[].delta with non-empty content,
+	// token: the chunk carries output, which makes its event
+	// token-bearing: a choices[].delta with non-empty content,
 	// reasoning_content, reasoning, refusal or tool-call name/arguments, or
 	// a non-empty choices[].text.
 	token bool
@@ -203,59 +197,4 @@ func firstCount(a, b int64) int64 {
 		return a
 	}
 	return b
-}
-
-// requestInfo is what the proxy reads from a request body.
-type requestInfo struct {
-	model  string
-	stream bool
-	user   string // the end-user id some clients send; a session id fallback
-}
-
-// inspectRequest reads the top-level "model", "stream" and "user" of a
-// request body. ok is false when the body is not one well-formed JSON
-// object.
-func inspectRequest(body []byte) (info requestInfo, ok bool) {
-	s := jsonScan{b: body}
-	if !s.open('{') {
-		return info, false
-	}
-	for n := 0; s.more('}', &n); {
-		switch string(s.key()) {
-		case "model":
-			info.model = stringValue(&s)
-		case "user":
-			info.user = stringValue(&s)
-		case "stream":
-			info.stream = s.peek() == 't'
-			s.skip()
-		default:
-			s.skip()
-		}
-	}
-	return info, s.end()
-}
-
-// stringValue reads a string value, or skips any other and returns "".
-func stringValue(s *jsonScan) string {
-	if s.peek() != '"' {
-		s.skip()
-		return ""
-	}
-	return decodeString(s.str())
-}
-
-// decodeString decodes the raw contents of a JSON string as
-// encoding/json does: escapes decoded, invalid UTF-8 replaced by U+FFFD.
-func decodeString(raw []byte) string {
-	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return string(raw)
-	}
-	var out string
-	quoted := make([]byte, 0, len(raw)+2)
-	quoted = append(append(append(quoted, '"'), raw...), '"')
-	if json.Unmarshal(quoted, &out) != nil {
-		return ""
-	}
-	return out
 }

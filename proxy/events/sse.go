@@ -1,4 +1,4 @@
-package proxy
+package events
 
 import "bytes"
 
@@ -13,6 +13,16 @@ type sseEvent struct {
 	// Oversized reports that the event grew past the splitter's bound; its
 	// Type and Data were dropped.
 	Oversized bool
+	// Start and End place the event's raw bytes in the stream, as offsets
+	// from its first byte: from the end of the blank line before it (or
+	// the stream's start) to the end of its own blank line. When that
+	// blank line ends in a '\r' that a write ended on, a '\n' starting the
+	// next write completes the same line end: it belongs to the event, but
+	// lies past End (the event was dispatched before it arrived).
+	Start, End int64
+	// DataAt is the offset of Data's first byte in the stream when the
+	// event had one data line (Data is then those bytes as sent), else -1.
+	DataAt int64
 }
 
 // sseHandler receives the events a splitter dispatches.
@@ -51,6 +61,10 @@ type sseSplitter struct {
 	discard   bool   // the current line overflowed: drop it up to its end
 	oversized bool   // the current event overflowed: dispatch it as Oversized
 	started   bool   // the first line has been seen (BOM handled)
+
+	off    int64 // the stream offset of the next byte written
+	start  int64 // the stream offset where the current event's raw bytes start
+	dataAt int64 // the current event's DataAt
 }
 
 func newSSESplitter(h sseHandler, max int) *sseSplitter {
@@ -64,14 +78,20 @@ func (s *sseSplitter) write(p []byte) {
 			s.afterCR = false
 			if p[0] == '\n' {
 				p = p[1:]
+				s.off++
+				if s.start == s.off-1 { // it ends the blank line before the event
+					s.start = s.off
+				}
 				continue
 			}
 		}
 		i := lineEnd(p)
 		if i < 0 {
 			s.carry(p)
+			s.off += int64(len(p))
 			return
 		}
+		end := s.off + int64(i) // where the line ends
 		line := p[:i]
 		switch {
 		case len(s.line) > 0 || s.discard:
@@ -89,11 +109,12 @@ func (s *sseSplitter) write(p []byte) {
 			}
 		}
 		p = p[i+1:]
+		s.off += int64(i) + 1
 		if s.discard {
 			s.discard = false
 			s.oversized = true
 		} else {
-			s.processLine(line)
+			s.processLine(line, end)
 		}
 		s.line = s.line[:0]
 	}
@@ -137,7 +158,8 @@ func appendBounded(dst, b []byte, max int) []byte {
 	return append(dst, b...)
 }
 
-func (s *sseSplitter) processLine(line []byte) {
+// processLine reads one line, whose line end starts at stream offset end.
+func (s *sseSplitter) processLine(line []byte, end int64) {
 	if !s.started {
 		s.started = true
 		line = bytes.TrimPrefix(line, bom)
@@ -168,6 +190,9 @@ func (s *sseSplitter) processLine(line []byte) {
 		}
 		if s.hasData {
 			s.data = appendBounded(s.data, newline, s.max)
+			s.dataAt = -1
+		} else {
+			s.dataAt = end - int64(len(value))
 		}
 		s.data = appendBounded(s.data, value, s.max)
 		s.hasData = true
@@ -179,12 +204,13 @@ func (s *sseSplitter) processLine(line []byte) {
 func (s *sseSplitter) dispatch() {
 	switch {
 	case s.oversized:
-		s.h.handleEvent(sseEvent{Oversized: true})
+		s.h.handleEvent(sseEvent{Oversized: true, Start: s.start, End: s.off, DataAt: -1})
 	case s.hasData:
-		s.h.handleEvent(sseEvent{Type: s.typ, Data: s.data})
+		s.h.handleEvent(sseEvent{Type: s.typ, Data: s.data, Start: s.start, End: s.off, DataAt: s.dataAt})
 	}
 	s.data, s.typ = s.data[:0], s.typ[:0]
 	s.hasData, s.oversized = false, false
+	s.start = s.off
 }
 
 // end is called at the end of the stream. It reports whether the stream
@@ -194,5 +220,6 @@ func (s *sseSplitter) end() (truncated bool) {
 	truncated = len(s.line) > 0 || s.discard || s.hasData || s.oversized
 	s.line, s.data, s.typ = nil, nil, nil
 	s.hasData, s.oversized, s.discard, s.afterCR = false, false, false, false
+	s.off, s.start = 0, 0
 	return truncated
 }

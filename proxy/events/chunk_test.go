@@ -1,4 +1,4 @@
-package proxy
+package events
 
 import (
 	"bytes"
@@ -66,35 +66,6 @@ func TestParseChunk(t *testing.T) {
 			}
 			if ref, refOK, valid := referenceChunk([]byte(tc.in)); valid && (refOK != ok || ok && ref != got) {
 				t.Errorf("encoding/json reference disagrees: %+v, %v", ref, refOK)
-			}
-		})
-	}
-}
-
-func TestInspectRequest(t *testing.T) {
-	cases := []struct {
-		name string
-		in   string
-		want requestInfo
-		ok   bool
-	}{
-		{"chat", `{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"hi"}],"stream":true,"user":"u-42"}`,
-			requestInfo{model: "meta-llama/Llama-3.1-8B-Instruct", stream: true, user: "u-42"}, true},
-		{"user not a string", `{"model":"m","user":{"id":1}}`, requestInfo{model: "m"}, true},
-		{"not streaming", `{"stream":false,"model":"m"}`, requestInfo{model: "m"}, true},
-		{"no stream field", `{"model":"qwen2.5:7b"}`, requestInfo{model: "qwen2.5:7b"}, true},
-		{"escaped model", `{"model":"a\u002fb"}`, requestInfo{model: "a/b"}, true},
-		{"model not a string", `{"model":42,"stream":true}`, requestInfo{stream: true}, true},
-		{"stream not a bool", `{"model":"m","stream":"true"}`, requestInfo{model: "m"}, true},
-		{"model inside messages ignored", `{"messages":[{"model":"x"}],"model":"y"}`, requestInfo{model: "y"}, true},
-		{"not JSON", `model=m`, requestInfo{}, false},
-		{"empty", ``, requestInfo{}, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, ok := inspectRequest([]byte(tc.in))
-			if got != tc.want || ok != tc.ok {
-				t.Errorf("inspectRequest(%s) = %+v, %v; want %+v, %v", tc.in, got, ok, tc.want, tc.ok)
 			}
 		})
 	}
@@ -283,31 +254,4 @@ func hasDuplicateKeys(data []byte) bool {
 			}
 		}
 	}
-}
-
-// FuzzInspectRequest holds the request inspector to encoding/json: on any
-// JSON object without repeated keys, the same model, stream flag and user.
-func FuzzInspectRequest(f *testing.F) {
-	for _, seed := range []string{
-		`{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"hi"}],"stream":true,"user":"u1"}`,
-		`{"model":"a\u002fb","stream":false,"stream_options":{"include_usage":true}}`,
-		`{"model":42,"stream":"true","user":null}`,
-		`{"messages":[{"model":"inner"}],"model":"outer"}`,
-	} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		got, ok := inspectRequest(body)
-		var top map[string]any
-		if json.Unmarshal(body, &top) != nil || top == nil || hasDuplicateKeys(body) {
-			return
-		}
-		want := requestInfo{}
-		want.model, _ = top["model"].(string)
-		want.user, _ = top["user"].(string)
-		want.stream = top["stream"] == true
-		if !ok || got != want {
-			t.Fatalf("inspectRequest(%q) = %+v, %v; encoding/json reads %+v", body, got, ok, want)
-		}
-	})
 }

@@ -1,12 +1,12 @@
-package proxy
+package events
 
 import (
 	"bytes"
-	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/itlproxy/itlproxy/proxy/internal/streamtest"
 )
 
 // recorded is a copy of a dispatched event.
@@ -30,31 +30,6 @@ func splitInto(max int, chunks [][]byte) (eventLog, bool) {
 		s.write(c)
 	}
 	return got, s.end()
-}
-
-// chunkings returns the ways every case is fed: whole, cut in two at every
-// byte boundary, one byte at a time, and cut at random points.
-func chunkings(in []byte) map[string][][]byte {
-	out := map[string][][]byte{"whole": {in}}
-	for i := 1; i < len(in); i++ {
-		out[fmt.Sprintf("split at %d", i)] = [][]byte{in[:i], in[i:]}
-	}
-	var bytewise [][]byte
-	for i := range in {
-		bytewise = append(bytewise, in[i:i+1])
-	}
-	out["byte by byte"] = bytewise
-	for seed := range uint64(8) {
-		rng := rand.New(rand.NewPCG(seed, 42))
-		var parts [][]byte
-		for rest := in; len(rest) > 0; {
-			n := min(len(rest), 1+rng.IntN(7))
-			parts = append(parts, rest[:n])
-			rest = rest[n:]
-		}
-		out[fmt.Sprintf("random %d", seed)] = parts
-	}
-	return out
 }
 
 func TestSSESplitter(t *testing.T) {
@@ -119,7 +94,7 @@ func TestSSESplitter(t *testing.T) {
 		if tc.max == 0 {
 			tc.max = 1 << 20
 		}
-		for how, chunks := range chunkings([]byte(tc.in)) {
+		for how, chunks := range streamtest.Cuts([]byte(tc.in)) {
 			got, truncated := splitInto(tc.max, chunks)
 			if !slices.Equal(got, tc.want) || truncated != tc.truncated {
 				t.Errorf("%s, %s: got %+v truncated=%v, want %+v truncated=%v", tc.name, how, got, truncated, tc.want, tc.truncated)
@@ -150,8 +125,67 @@ func TestSSESplitterMemoryBound(t *testing.T) {
 	}
 }
 
+// spans records where each dispatched event lies in the stream.
+type spans []sseEvent
+
+func (l *spans) handleEvent(ev sseEvent) {
+	*l = append(*l, sseEvent{Data: bytes.Clone(ev.Data), Oversized: ev.Oversized, Start: ev.Start, End: ev.End, DataAt: ev.DataAt})
+}
+
+// checkSpans holds the spans of the events split from in, cut as chunks,
+// to their definition: in order and apart; each from the end of a blank
+// line (or the start) to the end of its own; the data of a one-line event
+// where DataAt says; and the same however in is cut, but for a '\n' that
+// completes a "\r\n" after a cut.
+func checkSpans(t *testing.T, in []byte, chunks [][]byte) {
+	t.Helper()
+	var got, whole spans
+	s, w := newSSESplitter(&got, 64), newSSESplitter(&whole, 64)
+	for _, c := range chunks {
+		s.write(c)
+	}
+	w.write(in)
+	if len(got) != len(whole) {
+		t.Fatalf("%d events cut, %d whole", len(got), len(whole))
+	}
+	lineEnd := func(i int64) bool { return i == 0 || in[i-1] == '\n' || in[i-1] == '\r' }
+	prev := int64(0)
+	for i, ev := range got {
+		if ev.Start < prev || ev.End <= ev.Start || ev.End > int64(len(in)) || !lineEnd(ev.Start) || !lineEnd(ev.End) {
+			t.Fatalf("event %d spans [%d, %d) after %d in %q", i, ev.Start, ev.End, prev, in)
+		}
+		if ev.DataAt >= 0 && !bytes.Equal(in[ev.DataAt:ev.DataAt+int64(len(ev.Data))], ev.Data) {
+			t.Fatalf("event %d: data %q is not at %d in %q", i, ev.Data, ev.DataAt, in)
+		}
+		if ev.DataAt >= 0 && (ev.DataAt < ev.Start || ev.DataAt > ev.End) {
+			t.Fatalf("event %d: data at %d, outside [%d, %d)", i, ev.DataAt, ev.Start, ev.End)
+		}
+		end := ev.End
+		if in[end-1] == '\r' && end < int64(len(in)) && in[end] == '\n' {
+			end++ // the '\n' a later write brought
+		}
+		if ev.Start != whole[i].Start || end != whole[i].End || ev.DataAt != whole[i].DataAt {
+			t.Fatalf("event %d: cut [%d, %d) data at %d, whole [%d, %d) data at %d", i, ev.Start, ev.End, ev.DataAt, whole[i].Start, whole[i].End, whole[i].DataAt)
+		}
+		prev = ev.End
+	}
+}
+
+func TestSSESplitterSpans(t *testing.T) {
+	for _, in := range []string{
+		"data: a\n\ndata: b\r\n\r\n: c\n\nevent: e\ndata:x\r\rdata: 1\ndata: 2\n\n",
+		"\xEF\xBB\xBFdata: a\r\n\r\ndata: b\r\n\r\n",
+		"data: " + strings.Repeat("x", 100) + "\n\nid: 1\n\ndata: {}\n\n",
+	} {
+		for how, chunks := range streamtest.Cuts([]byte(in)) {
+			t.Run(how, func(t *testing.T) { checkSpans(t, []byte(in), chunks) })
+		}
+	}
+}
+
 // FuzzSSESplitter: on any bytes, however cut, the splitter holds no more
-// than its bound and dispatches the same events as from one piece.
+// than its bound, dispatches the same events as from one piece, and places
+// them in the stream as checkSpans says.
 func FuzzSSESplitter(f *testing.F) {
 	f.Add([]byte("data: a\r\n\r\nevent: e\rdata: b\ndata: c\n\n:comment\n"), uint8(3))
 	f.Add([]byte("data: "+strings.Repeat("x", 100)+"\n\ndata: y\n\n"), uint8(7))
@@ -172,5 +206,10 @@ func FuzzSSESplitter(f *testing.F) {
 		if trunc := s.end(); !slices.Equal(got, want) || trunc != wantTrunc {
 			t.Fatalf("cut every %d bytes: %+v %v; whole: %+v %v", step, got, trunc, want, wantTrunc)
 		}
+		var chunks [][]byte
+		for rest := in; len(rest) > 0; rest = rest[min(step, len(rest)):] {
+			chunks = append(chunks, rest[:min(step, len(rest))])
+		}
+		checkSpans(t, in, chunks)
 	})
 }

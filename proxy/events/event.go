@@ -1,25 +1,21 @@
-package proxy
+package events
 
-import (
-	"bytes"
-
-	"github.com/itlproxy/itlproxy/metrics"
-)
-
-// This file exports the proxy's reading of a stream to programs that
-// measure streams from the client's side (cmd/itlbench), so that the two
-// ends of a comparison count exactly the same events as token-bearing:
-// one definition (DESIGN.md), one implementation, fuzz-tested against
-// encoding/json, and allocation-free per event.
+import "bytes"
 
 // Event is what the measurement makes of one server-sent event's data, or
 // of a whole non-streamed response body.
 type Event struct {
-	// Token: the event is token-bearing (DESIGN.md): a choices[].delta
-	// with non-empty content, reasoning_content, reasoning, refusal or
-	// tool-call name/arguments, or a non-empty choices[].text.
+	// Token: the event is token-bearing, it carries output. Per API:
+	// chat completions and completions, a choices[].delta with non-empty
+	// content, reasoning_content, reasoning, refusal or tool-call
+	// name/arguments, or a non-empty choices[].text; the Responses API, a
+	// response.*.delta event with a non-empty delta; Anthropic's Messages
+	// API, a content_block_delta with non-empty text, partial_json or
+	// thinking.
 	Token bool
-	// Done: the event is the stream's end marker, data [DONE].
+	// Done: the event ends the stream: data [DONE], or the Responses
+	// API's response.completed, response.failed or response.incomplete,
+	// or the Messages API's message_stop.
 	Done bool
 	// Failed: the event reports an error: an "error" event type, or a
 	// chunk {"error": ...} (or vLLM's older {"object": "error"}).
@@ -40,16 +36,15 @@ type Event struct {
 }
 
 // ParseJSON classifies one event's JSON data, or a whole non-streamed
-// response body, of the API of endpoint (a metrics.Endpoint* value; chat
-// completions for any other).
-func ParseJSON(endpoint string, data []byte) Event { return parserFor(endpoint)(data) }
+// response body, of endpoint's API (Other reads as chat completions).
+func ParseJSON(endpoint Endpoint, data []byte) Event { return parserFor(endpoint)(data) }
 
 // parserFor returns the reader of an endpoint's events.
-func parserFor(endpoint string) func([]byte) Event {
+func parserFor(endpoint Endpoint) func([]byte) Event {
 	switch endpoint {
-	case metrics.EndpointResponses:
+	case Responses:
 		return parseResponsesEvent
-	case metrics.EndpointMessages:
+	case Messages:
 		return parseMessagesEvent
 	}
 	return parseChatEvent
@@ -68,6 +63,8 @@ func parseChatEvent(data []byte) Event {
 	}
 }
 
+var doneData = []byte("[DONE]")
+
 // classify makes an Event of a dispatched server-sent event, reading its
 // data with parse.
 func classify(ev sseEvent, parse func([]byte) Event) Event {
@@ -82,19 +79,21 @@ func classify(ev sseEvent, parse func([]byte) Event) Event {
 	return parse(ev.Data)
 }
 
-// StreamScanner splits an event stream into events and classifies each,
-// exactly as the proxy's measurement does. The caller stamps its clock
-// before each Write: every event that Write completes arrived then.
+// StreamScanner splits an event stream into events and classifies each:
+// the proxy's measurement and itlbench's client-side one both read
+// streams through it, so that the two ends of a comparison count exactly
+// the same events as token-bearing. The caller stamps its clock before
+// each Write: every event that Write completes arrived then.
 type StreamScanner struct {
 	split *sseSplitter
 	parse func([]byte) Event
 	on    func(Event)
 }
 
-// NewStreamScanner returns a scanner of an endpoint's stream (a
-// metrics.Endpoint* value) that calls on for each event, and buffers at
-// most maxEventBytes of one event (larger ones are reported as Oversized).
-func NewStreamScanner(endpoint string, maxEventBytes int, on func(Event)) *StreamScanner {
+// NewStreamScanner returns a scanner of an endpoint's stream that calls on
+// for each event, and buffers at most maxEventBytes of one event (larger
+// ones are reported as Oversized).
+func NewStreamScanner(endpoint Endpoint, maxEventBytes int, on func(Event)) *StreamScanner {
 	s := &StreamScanner{on: on, parse: parserFor(endpoint)}
 	s.split = newSSESplitter(s, maxEventBytes)
 	return s
