@@ -54,16 +54,16 @@ const (
 // resolved once, when the stream starts, so that the per-event calls do
 // no label lookups and no allocation.
 type Stream struct {
-	m       *Metrics
-	labels  Labels
-	obj     Objectives
-	ids     IDs
-	turn    int // the stream's turn in its session, 0 without a session
-	ttft    prometheus.Observer
-	itl     prometheus.Observer
-	active  prometheus.Gauge
-	stalls  prometheus.Counter // nil without a stall threshold
-	slo     *sloCounters       // the objectives' counters of the stream's model, class and tenant
+	m      *Metrics
+	labels Labels
+	obj    Objectives
+	ids    IDs
+	turn   int // the stream's turn in its session, 0 without a session
+	ttft   prometheus.Observer
+	itl    prometheus.Observer
+	active prometheus.Gauge
+	stalls prometheus.Counter // nil without a stall threshold
+	slo    *sloCounters       // the objectives' counters of the stream's model, class and tenant
 
 	// Load bands: the model's streams in flight, and the by-load
 	// histograms; ttftBand is the band when the stream started.

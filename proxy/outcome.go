@@ -55,6 +55,7 @@ func (m *meter) end(code int, f failure, clientGone bool) responseEnd {
 	}
 	if m.stream != nil {
 		e.stream.Outcome = m.outcome(code, f, clientGone)
+		e.stream.OutputTokens = e.usage.output
 	}
 	return e
 }

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/events"
 	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
@@ -38,6 +39,10 @@ type Config struct {
 	// SessionFromUser falls back to the request body's "user" field.
 	SessionHeader   string
 	SessionFromUser bool
+	// ClassHeader names the request header that carries the service class;
+	// TenantHeader the one that carries the tenant ("" for none). The
+	// values are bounded by metrics.RequestLabels.
+	ClassHeader, TenantHeader string
 	// InjectUsage asks for usage on streaming chat and completions
 	// requests that do not, and takes it out of the response (inject.go).
 	InjectUsage bool
@@ -50,11 +55,20 @@ type Proxy struct {
 	log    *zap.Logger
 	rp     *httputil.ReverseProxy
 	router chi.Router
+	// classKey and tenantKey are the canonical forms of the class and
+	// tenant headers' names ("" for none).
+	classKey, tenantKey string
 }
 
 // New returns a proxy to cfg.Upstream that reports to rec and logs to log.
 func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 	p := &Proxy{cfg: cfg, rec: rec, log: log}
+	if cfg.ClassHeader != "" {
+		p.classKey = http.CanonicalHeaderKey(cfg.ClassHeader)
+	}
+	if cfg.TenantHeader != "" {
+		p.tenantKey = http.CanonicalHeaderKey(cfg.TenantHeader)
+	}
 	rt := cfg.Transport
 	if rt == nil {
 		rt = transport.New(cfg.UpstreamTimeout, nil)
@@ -101,7 +115,7 @@ func (p *Proxy) CloseIdleConnections() {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every request takes its framing verdict, in order (framing.go).
 	if ambiguousFraming(r) {
-		labels := metrics.Labels{Model: metrics.ModelUnknown, Endpoint: metrics.EndpointOther}
+		labels := p.labels(r, "", events.Other)
 		p.refuseBody(w, r, labels, time.Now(), errAmbiguousFraming)
 		return
 	}

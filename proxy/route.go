@@ -36,7 +36,7 @@ func (p *Proxy) measured(endpoint events.Endpoint) http.HandlerFunc {
 		t0 := time.Now()
 		body, err := readBody(r, p.cfg.MaxRequestBytes)
 		if err != nil {
-			p.refuseBody(w, r, p.rec.Labels("", endpoint.Label()), t0, err)
+			p.refuseBody(w, r, p.labels(r, "", endpoint), t0, err)
 			return
 		}
 		info, _ := events.InspectRequest(body)
@@ -54,7 +54,7 @@ func (p *Proxy) measured(endpoint events.Endpoint) http.HandlerFunc {
 		r.Body = held.reader()
 		r.GetBody = func() (io.ReadCloser, error) { return held.reader(), nil }
 		ids, clientID := p.requestIDs(r, info.User)
-		ex := newExchange(p.rec, p.rec.Labels(info.Model, endpoint.Label()), t0, ids, clientID, info.Stream)
+		ex := newExchange(p.rec, p.labels(r, info.Model, endpoint), t0, ids, clientID, info.Stream)
 		ex.endpoint = endpoint
 		ex.usageInjected = injected
 		ex.requestBody = held
@@ -66,13 +66,32 @@ func (p *Proxy) measured(endpoint events.Endpoint) http.HandlerFunc {
 // under endpoint "other".
 func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 	t0 := time.Now()
-	labels := metrics.Labels{Model: metrics.ModelUnknown, Endpoint: metrics.EndpointOther}
+	labels := p.labels(r, "", events.Other)
 	if r.ContentLength > p.cfg.MaxRequestBytes {
 		p.refuseBody(w, r, labels, t0, errBodyTooLarge)
 		return
 	}
 	ids, clientID := p.requestIDs(r, "")
 	p.forward(w, r, newExchange(p.rec, labels, t0, ids, clientID, false))
+}
+
+// labels are a request's bounded labels: its model (from the body, "" when
+// unknown), its endpoint, and the service class and tenant its headers
+// name.
+func (p *Proxy) labels(r *http.Request, model string, endpoint events.Endpoint) metrics.Labels {
+	return p.rec.RequestLabels(model, endpoint.Label(), firstValue(r.Header, p.classKey), firstValue(r.Header, p.tenantKey))
+}
+
+// firstValue is the first value of a header whose key is canonical already
+// ("" for none): a lookup without the canonicalization Header.Get does.
+func firstValue(h http.Header, key string) string {
+	if key == "" {
+		return ""
+	}
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {

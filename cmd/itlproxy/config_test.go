@@ -35,6 +35,8 @@ func TestConfigDefaults(t *testing.T) {
 		MaxHeaderBytes:       64 << 10,
 		ShutdownTimeout:      30 * time.Second,
 		StallThreshold:       2 * time.Second,
+		ClassHeader:          "X-SLO-Class",
+		MaxTenants:           64,
 		SessionHeader:        "X-Session-Id",
 		SessionMax:           10000,
 		SessionTTL:           30 * time.Minute,
@@ -143,6 +145,22 @@ var configErrorCases = []struct {
 		},
 	},
 	{
+		name: "credential headers are never the tenant",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_TENANT_HEADER": "Authorization", "ITLPROXY_MAX_TENANTS": "0"},
+		want: []string{
+			`ITLPROXY_TENANT_HEADER="Authorization": carries credentials, which never become label values: name a header that says who the tenant is (e.g. X-Tenant)`,
+			`ITLPROXY_MAX_TENANTS="0": must be at least 1`,
+		},
+	},
+	{
+		name: "an API-key header is not a tenant",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_TENANT_HEADER": "x-api-key", "ITLPROXY_CLASS_HEADER": "X Class"},
+		want: []string{
+			`ITLPROXY_CLASS_HEADER="X Class": not a header name`,
+			`ITLPROXY_TENANT_HEADER="x-api-key": carries credentials, which never become label values: name a header that says who the tenant is (e.g. X-Tenant)`,
+		},
+	},
+	{
 		name: "admin on the proxy port",
 		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_LISTEN_ADDR": "127.0.0.1:8080", "ITLPROXY_ADMIN_ADDR": ":8080"},
 		want: []string{`ITLPROXY_ADMIN_ADDR=":8080": must differ from ITLPROXY_LISTEN_ADDR: the proxy port serves only proxied traffic`},
@@ -237,7 +255,7 @@ models:
 		"qwen2.5:7b":                       {TTFT: 2 * time.Second, TPOT: 80 * time.Millisecond},
 		"any-other-model":                  {TTFT: 2 * time.Second, ITL: 100 * time.Millisecond, TPOT: 80 * time.Millisecond},
 	} {
-		if got := cfg.slos.For(model); got != want {
+		if got := cfg.slos.For(model, metrics.ClassDefault); got != want {
 			t.Errorf("%s: %+v, want %+v", model, got, want)
 		}
 	}
@@ -256,7 +274,7 @@ models:
 	_, err = loadConfig(map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_SLO_FILE": bad}, false)
 	want = "invalid configuration:\n" +
 		"  ITLPROXY_SLO_FILE: " + bad + ":1:17: default.ttft: \"fast\" is not a duration (e.g. 40ms, 1.5s)\n" +
-		"  ITLPROXY_SLO_FILE: " + bad + ":2:1: unknown key \"model\" (want default or models)\n" +
+		"  ITLPROXY_SLO_FILE: " + bad + ":2:1: unknown key \"model\" (want default, models or classes)\n" +
 		"run 'itlproxy -h' for every variable"
 	if err == nil || err.Error() != want {
 		t.Errorf("got:\n%v\nwant:\n%s", err, want)

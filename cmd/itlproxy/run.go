@@ -73,6 +73,8 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		Models:         cfg.Models,
 		MaxModels:      cfg.MaxModels,
 		SLOs:           cfg.slos,
+		Tenants:        cfg.Tenants,
+		MaxTenants:     cfg.MaxTenants,
 		StallThreshold: cfg.StallThreshold,
 		SessionMax:     cfg.SessionMax,
 		SessionTTL:     cfg.SessionTTL,
@@ -212,6 +214,8 @@ func (s *server) newProxy(upstream *url.URL) *proxy.Proxy {
 		StreamIdleTimeout: s.cfg.StreamIdleTimeout,
 		SessionHeader:     s.cfg.SessionHeader,
 		SessionFromUser:   s.cfg.SessionFromUser,
+		ClassHeader:       s.cfg.ClassHeader,
+		TenantHeader:      s.cfg.TenantHeader,
 		InjectUsage:       s.cfg.InjectUsage,
 	}, s.rec, s.log.Named("proxy"))
 }
