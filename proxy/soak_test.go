@@ -17,31 +17,9 @@ import (
 // expects goroutines and the heap to come back to where they were.
 func TestSoakReturnsToBaseline(t *testing.T) {
 	if testing.Short() {
-		t.Skip("soak")
+		t.Skip("-short leaves out this soak of about 10 s; run without -short to include it")
 	}
-	var n atomic.Int64
-	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		switch n.Add(1) % 4 {
-		case 0:
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, `{"error":{"message":"busy"}}`)
-		case 1: // cut mid-stream
-			writeChunks(w, r, [][]byte{[]byte(token)}, nil)
-			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-				conn.Close()
-			}
-		default:
-			var chunks [][]byte
-			var gaps []time.Duration
-			for range 20 {
-				chunks = append(chunks, []byte(token))
-				gaps = append(gaps, time.Millisecond)
-			}
-			writeChunks(w, r, append(chunks, []byte("data: [DONE]\n\n")), gaps)
-		}
-	}))
+	h := newHarness(t, soakUpstream())
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 	load := func(d time.Duration) (requests int64) {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -98,5 +76,33 @@ func TestSoakReturnsToBaseline(t *testing.T) {
 	}
 	if heap > baseHeap+4<<20 {
 		t.Errorf("heap grew from %d to %d bytes", baseHeap, heap)
+	}
+}
+
+// soakUpstream answers the soak's requests in turn: a 503, a stream cut
+// after its first token, and two complete streams of 20 tokens.
+func soakUpstream() http.HandlerFunc {
+	var n atomic.Int64
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch n.Add(1) % 4 {
+		case 0:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"message":"busy"}}`)
+		case 1: // cut mid-stream
+			writeChunks(w, r, [][]byte{[]byte(token)}, nil)
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				conn.Close()
+			}
+		default:
+			var chunks [][]byte
+			var gaps []time.Duration
+			for range 20 {
+				chunks = append(chunks, []byte(token))
+				gaps = append(gaps, time.Millisecond)
+			}
+			writeChunks(w, r, append(chunks, []byte("data: [DONE]\n\n")), gaps)
+		}
 	}
 }

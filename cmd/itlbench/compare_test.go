@@ -17,15 +17,13 @@ import (
 
 	"github.com/itlproxy/itlproxy/cmd/internal/llmsim"
 	"github.com/itlproxy/itlproxy/metrics/scrape"
+	"github.com/itlproxy/itlproxy/internal/testenv"
 )
 
 // buildItlproxy builds the real itlproxy binary.
 func buildItlproxy(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build itlproxy with")
-	}
+	goBin := testenv.Go(t)
 	bin := filepath.Join(t.TempDir(), "itlproxy")
 	args := []string{"build", "-o", bin}
 	if raceEnabled {

@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // This file is -watch-pid: the cost of the server (or proxy) under the
@@ -16,7 +15,8 @@ import (
 // script watching from outside could not tell apart from the warm-up.
 
 // userHZ is the unit of /proc/PID/stat's CPU times: USER_HZ, 100 on every
-// architecture Go's linux ports run on but alpha and ia64.
+// architecture Go's linux ports run on but alpha and ia64 (procfs assumes
+// it too).
 const userHZ = 100
 
 // watchEvery is how often resident memory is sampled during the run.
@@ -32,6 +32,7 @@ type procSample struct {
 // procWatch reads the watched processes before the warm-up, at the start
 // and end of the measured run, and every watchEvery in between.
 type procWatch struct {
+	fs     procfs.FS
 	pids   []int
 	before procSample // at itlbench's start, before any request
 	start  procSample // when the measured run starts
@@ -85,15 +86,18 @@ func parsePIDs(s string) ([]int, error) {
 // newProcWatch takes the reading before the warm-up; it fails when a
 // process cannot be read (gone, or no /proc).
 func newProcWatch(pids []int) (*procWatch, error) {
-	w := &procWatch{pids: pids}
-	var err error
-	w.before, err = readProcs(pids)
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return nil, err
+	}
+	w := &procWatch{fs: fs, pids: pids}
+	w.before, err = w.read()
 	return w, err
 }
 
 // startRun takes the run's first reading and samples until stopRun.
 func (w *procWatch) startRun() {
-	w.start, w.err = readProcs(w.pids)
+	w.start, w.err = w.read()
 	w.peakRSS = w.start.rss
 	w.done, w.finished = make(chan struct{}), make(chan struct{})
 	go func() {
@@ -113,7 +117,7 @@ func (w *procWatch) startRun() {
 
 // sample takes a reading and keeps the peak RSS.
 func (w *procWatch) sample() procSample {
-	s, err := readProcs(w.pids)
+	s, err := w.read()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
@@ -150,13 +154,13 @@ func (w *procWatch) stopRun() *processesJSON {
 	return out
 }
 
-// readProcs reads and sums the processes' CPU times and memory.
-func readProcs(pids []int) (procSample, error) {
+// read reads and sums the processes' CPU times and memory.
+func (w *procWatch) read() (procSample, error) {
 	var sum procSample
-	for _, pid := range pids {
-		s, err := readProc(pid)
+	for _, pid := range w.pids {
+		s, err := readProc(w.fs, pid)
 		if err != nil {
-			return sum, err
+			return sum, fmt.Errorf("process %d: %w", pid, err)
 		}
 		sum.cpuTicks += s.cpuTicks
 		sum.rss += s.rss
@@ -165,52 +169,25 @@ func readProcs(pids []int) (procSample, error) {
 	return sum, nil
 }
 
-func readProc(pid int) (procSample, error) {
-	var s procSample
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// readProc reads a process's CPU times from /proc/PID/stat (utime and
+// stime, fields 14 and 15 of proc(5)) and its memory from /proc/PID/status
+// (VmRSS and VmHWM, which kernel threads lack: 0 then).
+func readProc(fs procfs.FS, pid int) (procSample, error) {
+	p, err := fs.Proc(pid)
 	if err != nil {
-		return s, err
+		return procSample{}, err
 	}
-	if s.cpuTicks, err = parseStatCPU(stat); err != nil {
-		return s, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	stat, err := p.Stat()
 	if err != nil {
-		return s, err
+		return procSample{}, err
 	}
-	s.rss = statusBytes(status, "VmRSS:")
-	s.hwm = statusBytes(status, "VmHWM:")
-	return s, nil
-}
-
-// parseStatCPU returns utime + stime (fields 14 and 15 of proc(5)'s
-// /proc/PID/stat). The command name, field 2, is in parentheses and may
-// hold spaces and parentheses itself: fields are counted after its last ')'.
-func parseStatCPU(stat []byte) (int64, error) {
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, errors.New("no command name")
+	status, err := p.NewStatus()
+	if err != nil {
+		return procSample{}, err
 	}
-	f := strings.Fields(string(stat[i+1:])) // f[0] is field 3
-	if len(f) < 13 {
-		return 0, errors.New("too few fields")
-	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return utime + stime, nil
-}
-
-// statusBytes reads a "Name:   123 kB" line of /proc/PID/status; 0 when
-// absent (kernel threads have no memory lines).
-func statusBytes(status []byte, name string) int64 {
-	for line := range strings.Lines(string(status)) {
-		if rest, ok := strings.CutPrefix(line, name); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	return procSample{
+		cpuTicks: int64(stat.UTime + stat.STime),
+		rss:      int64(status.VmRSS),
+		hwm:      int64(status.VmHWM),
+	}, nil
 }

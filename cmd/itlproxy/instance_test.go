@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/cmd/internal/cmdtest"
+	"github.com/itlproxy/itlproxy/internal/e2e"
 	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
@@ -23,21 +21,12 @@ func TestMain(m *testing.M) { cmdtest.Main(m, main) }
 // lockedBuffer is an io.Writer safe to read while run writes to it.
 type lockedBuffer = cmdtest.LockedBuffer
 
-// freeAddr returns a loopback address nothing listens on, with a port
-// below the kernel's ephemeral range, so that no outgoing connection of a
-// concurrent test takes it before it is used.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for range 100 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
-		if ln, err := net.Listen("tcp", addr); err == nil {
-			ln.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port")
-	return ""
-}
+// What the command's tests share with the end-to-end tests.
+var (
+	freeAddr     = e2e.FreeAddr
+	waitFor      = e2e.WaitFor
+	startedAddrs = e2e.StartedAddrs
+)
 
 // instance is run() serving in the background.
 type instance struct {
@@ -105,21 +94,6 @@ func start(t *testing.T, args []string, environ map[string]string) *instance {
 	}
 }
 
-// startedAddrs reads the listen addresses from the start-up log line.
-func startedAddrs(log string) (proxy, admin string) {
-	for _, line := range strings.Split(log, "\n") {
-		var entry struct {
-			Msg       string `json:"msg"`
-			ProxyAddr string `json:"proxy_addr"`
-			AdminAddr string `json:"admin_addr"`
-		}
-		if json.Unmarshal([]byte(line), &entry) == nil && entry.Msg == "itlproxy started" {
-			return entry.ProxyAddr, entry.AdminAddr
-		}
-	}
-	return "", ""
-}
-
 // scrape reads /metrics as Prometheus does.
 func (in *instance) scrape() scrape.Families {
 	in.t.Helper()
@@ -133,17 +107,6 @@ func (in *instance) scrape() scrape.Families {
 		in.t.Fatal(err)
 	}
 	return families
-}
-
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // checkDrain follows a shutdown signaled at signaled: /readyz on admin

@@ -9,102 +9,30 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/procfs"
+
+	"github.com/itlproxy/itlproxy/internal/e2e"
 )
 
-var (
-	binaryOnce sync.Once
-	binaryPath string
-	binaryErr  error
-)
-
-// itlproxyBinary builds the command once per test run, for tests that
-// need it as a process of its own: signals, RSS, exit status.
-func itlproxyBinary(t *testing.T) string {
+// rssKiB reads the resident memory of a process, in KiB.
+func rssKiB(t *testing.T, p *e2e.Process) int {
 	t.Helper()
-	binaryOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "itlproxy-test-bin")
-		if err != nil {
-			binaryErr = err
-			return
-		}
-		binaryPath = filepath.Join(dir, "itlproxy")
-		out, err := exec.Command("go", "build", "-o", binaryPath, ".").CombinedOutput()
-		if err != nil {
-			binaryErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binaryErr != nil {
-		t.Fatal(binaryErr)
-	}
-	return binaryPath
-}
-
-// process is the itlproxy binary running on loopback ports the system
-// picked.
-type process struct {
-	t            *testing.T
-	cmd          *exec.Cmd
-	proxy, admin string
-	stderr       *lockedBuffer
-	exited       chan struct{}
-	exitErr      error
-}
-
-func startProcess(t *testing.T, environ map[string]string) *process {
-	t.Helper()
-	p := &process{t: t, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(itlproxyBinary(t))
-	p.cmd.Env = []string{"ITLPROXY_LISTEN_ADDR=127.0.0.1:0", "ITLPROXY_ADMIN_ADDR=127.0.0.1:0"}
-	for k, v := range environ {
-		p.cmd.Env = append(p.cmd.Env, k+"="+v)
-	}
-	p.cmd.Stderr = p.stderr
-	if err := p.cmd.Start(); err != nil {
+	proc, err := procfs.NewProc(p.Cmd.Process.Pid)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.exitErr = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	})
-	waitFor(t, "the process to start", 10*time.Second, func() bool {
-		p.proxy, p.admin = startedAddrs(p.stderr.String())
-		if p.admin == "" {
-			return false
-		}
-		resp, err := http.Get("http://" + p.admin + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return p
-}
-
-// status reads a field of /proc/<pid>/status, in kB.
-func (p *process) status(field string) int {
-	p.t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	status, err := proc.NewStatus()
 	if err != nil {
-		p.t.Fatal(err)
+		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.Atoi(strings.Fields(v)[0])
-			return n
-		}
-	}
-	p.t.Fatalf("no %s in /proc/<pid>/status", field)
-	return 0
+	return int(status.VmRSS >> 10)
 }
 
 // TestSlowReaders: 1,000 clients open streams and read nothing while the
@@ -114,35 +42,12 @@ func TestSlowReaders(t *testing.T) {
 	const clients = 1000
 	const perStream = 4 << 20 // what the upstream would send to each
 	event := "data: " + `{"choices":[{"delta":{"content":"` + strings.Repeat("x", 900) + `"}}]}` + "\n\n"
-	var upstreamSent sync.Map // bytes written per request, once blocked
-	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		rc := http.NewResponseController(w)
-		sent := 0
-		for sent < perStream {
-			n, err := io.WriteString(w, event)
-			sent += n
-			if err != nil || rc.Flush() != nil {
-				break
-			}
-			upstreamSent.Store(r, sent)
-		}
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Small kernel send buffers on both sides, so that what sockets park
-	// stays small next to what the upstream has to send.
-	upLn := sendBufferListener{ln, 16 << 10}
-	go func() { _ = up.Serve(upLn) }()
-	defer up.Close()
-	p := startProcess(t, map[string]string{
-		"ITLPROXY_UPSTREAM_URL":       "http://" + upLn.Addr().String(),
+	upstream, total := floodingUpstream(t, event, perStream)
+	p := e2e.Start(t, map[string]string{
+		"ITLPROXY_UPSTREAM_URL":       upstream,
 		"ITLPROXY_CLIENT_SEND_BUFFER": "64KiB",
 	})
-	idle := p.status("VmRSS")
+	idle := rssKiB(t, p)
 
 	var conns []net.Conn
 	defer func() {
@@ -154,7 +59,7 @@ func TestSlowReaders(t *testing.T) {
 	// and must not keep it for the stream's life.
 	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 1000) + `"}]}`
 	for range clients {
-		c, err := net.Dial("tcp", p.proxy)
+		c, err := net.Dial("tcp", p.Proxy)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,10 +70,6 @@ func TestSlowReaders(t *testing.T) {
 	}
 	// Wait until every stream has started and the upstream writers are
 	// blocked: what each sent stops growing.
-	total := func() (n, streams int) {
-		upstreamSent.Range(func(_, v any) bool { n += v.(int); streams++; return true })
-		return n, streams
-	}
 	var last int
 	waitFor(t, "every stream to block on backpressure", 60*time.Second, func() bool {
 		n, streams := total()
@@ -178,7 +79,7 @@ func TestSlowReaders(t *testing.T) {
 		return stable
 	})
 	sent, _ := total()
-	rss := p.status("VmRSS")
+	rss := rssKiB(t, p)
 	perStreamKiB := float64(rss-idle) / clients
 	t.Logf("%d slow readers: the upstream wrote %.0f KiB each (of %d KiB) before blocking; proxy RSS %d -> %d KiB, %.1f KiB per stream",
 		clients, float64(sent)/clients/1024, perStream>>10, idle, rss, perStreamKiB)
@@ -205,6 +106,41 @@ func TestSlowReaders(t *testing.T) {
 	}
 }
 
+// floodingUpstream serves streams of event repeated up to perStream bytes
+// from a listener with small kernel send buffers, and returns its URL and
+// a function that sums what it has written to its streams so far.
+func floodingUpstream(t *testing.T, event string, perStream int) (url string, total func() (n, streams int)) {
+	t.Helper()
+	var upstreamSent sync.Map // bytes written per request, once blocked
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		sent := 0
+		for sent < perStream {
+			n, err := io.WriteString(w, event)
+			sent += n
+			if err != nil || rc.Flush() != nil {
+				break
+			}
+			upstreamSent.Store(r, sent)
+		}
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Small kernel send buffers on both sides, so that what sockets park
+	// stays small next to what the upstream has to send.
+	upLn := sendBufferListener{ln, 16 << 10}
+	go func() { _ = up.Serve(upLn) }()
+	t.Cleanup(func() { up.Close() })
+	return "http://" + upLn.Addr().String(), func() (n, streams int) {
+		upstreamSent.Range(func(_, v any) bool { n += v.(int); streams++; return true })
+		return n, streams
+	}
+}
+
 // TestSIGTERMWithStreamsInFlight: hundreds of streams, then SIGTERM.
 // Readiness fails at once, new connections are accepted during the drain
 // delay and refused after it, every stream in flight completes, exit 0.
@@ -215,7 +151,7 @@ func TestSIGTERMWithStreamsInFlight(t *testing.T) {
 	const streams, tokens = 300, 60
 	up := httptest.NewServer(scheduledUpstream{fixedSchedule(20*ms, repeatDuration(50*ms, tokens-1)...)})
 	defer up.Close()
-	p := startProcess(t, map[string]string{
+	p := e2e.Start(t, map[string]string{
 		"ITLPROXY_UPSTREAM_URL":     up.URL,
 		"ITLPROXY_SHUTDOWN_DELAY":   "2s",
 		"ITLPROXY_SHUTDOWN_TIMEOUT": "30s",
@@ -225,7 +161,7 @@ func TestSIGTERMWithStreamsInFlight(t *testing.T) {
 	results := make(chan error, streams)
 	for i := range streams {
 		go func() {
-			resp, err := client.Post("http://"+p.proxy+"/v1/chat/completions", "application/json",
+			resp, err := client.Post("http://"+p.Proxy+"/v1/chat/completions", "application/json",
 				strings.NewReader(fmt.Sprintf(`{"model":"m%d","stream":true}`, i%4)))
 			if err != nil {
 				started <- struct{}{}
@@ -251,10 +187,10 @@ func TestSIGTERMWithStreamsInFlight(t *testing.T) {
 		<-started
 	}
 	signaled := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	checkDrain(t, p.admin, p.proxy, signaled, 1500*time.Millisecond, 3*time.Second)
+	checkDrain(t, p.Admin, p.Proxy, signaled, 1500*time.Millisecond, 3*time.Second)
 	failed := 0
 	for range streams {
 		if err := <-results; err != nil {
@@ -268,9 +204,9 @@ func TestSIGTERMWithStreamsInFlight(t *testing.T) {
 		t.Errorf("%d of %d streams in flight did not complete", failed, streams)
 	}
 	select {
-	case <-p.exited:
-		if p.exitErr != nil {
-			t.Errorf("exit: %v\n%s", p.exitErr, p.stderr)
+	case <-p.Exited():
+		if err := p.Err(); err != nil {
+			t.Errorf("exit: %v\n%s", err, p.Log())
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the process did not exit")
@@ -313,13 +249,13 @@ func TestHostileClients(t *testing.T) {
 		_, _ = io.WriteString(w, "ok")
 	}))
 	defer up.Close()
-	p := startProcess(t, map[string]string{
+	p := e2e.Start(t, map[string]string{
 		"ITLPROXY_UPSTREAM_URL":        up.URL,
 		"ITLPROXY_READ_HEADER_TIMEOUT": "500ms",
 		"ITLPROXY_MAX_HEADER_BYTES":    "8KiB",
 	})
 
-	status, took := rawExchange(t, p.proxy, func(c net.Conn) {
+	status, took := rawExchange(t, p.Proxy, func(c net.Conn) {
 		_, _ = io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
 		for range 20 { // a header line every 100ms, never the end
 			time.Sleep(100 * time.Millisecond)
@@ -332,7 +268,7 @@ func TestHostileClients(t *testing.T) {
 		t.Errorf("slowloris: the connection was held %v (answer %q); the header timeout is 500ms", took, status)
 	}
 
-	status, _ = rawExchange(t, p.proxy, func(c net.Conn) {
+	status, _ = rawExchange(t, p.Proxy, func(c net.Conn) {
 		fmt.Fprintf(c, "GET /v1/models HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", 16<<10))
 	})
 	if !strings.Contains(status, "431") {
@@ -345,7 +281,7 @@ func TestHostileClients(t *testing.T) {
 		"an obfuscated Transfer-Encoding":      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n",
 	} {
 		// 400, or 501 for a coding Go's server does not implement.
-		status, _ := rawExchange(t, p.proxy, func(c net.Conn) { _, _ = io.WriteString(c, req) })
+		status, _ := rawExchange(t, p.Proxy, func(c net.Conn) { _, _ = io.WriteString(c, req) })
 		if !strings.HasPrefix(status, "HTTP/1.1 400") && !strings.HasPrefix(status, "HTTP/1.1 501") {
 			t.Errorf("%s: %q, want a refusal", name, status)
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/itlproxy/itlproxy/internal/e2e"
 )
 
 const ms = time.Millisecond
@@ -40,7 +42,7 @@ func TestSLOBreachesFromOutside(t *testing.T) {
 	})
 	const perModel = 4
 	models := []string{"team/strict:v1.5", "loose"}
-	loadStreams(t, in.proxy, perModel, 0, models...)
+	e2e.Load(t, in.proxy, 0, e2e.Streams(perModel, models...)...)
 	var fs = in.scrape()
 	waitFor(t, "every stream to be recorded", 5*time.Second, func() bool {
 		fs = in.scrape()

@@ -3,6 +3,7 @@ module github.com/itlproxy/itlproxy/deploy/kubernetes/validate
 go 1.26.8
 
 require (
+	github.com/itlproxy/itlproxy v0.0.0-00010101000000-000000000000
 	github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring v0.94.0
 	go.yaml.in/yaml/v3 v3.0.5
 	k8s.io/api v0.37.2
@@ -53,3 +54,6 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+// The main module, for its test helper internal/testenv, from this checkout.
+replace github.com/itlproxy/itlproxy => ../../..

@@ -1,4 +1,7 @@
-package main
+// Package dashboards_test checks the Grafana dashboards of this folder:
+// their structure without a Grafana, and every query against a real
+// Prometheus scraping the proxy.
+package dashboards_test
 
 import (
 	"encoding/json"
@@ -101,7 +104,7 @@ func (d dashboard) queries() []query {
 
 func loadDashboards(t *testing.T) []dashboard {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("..", "..", "dashboards", "*.json"))
+	files, err := filepath.Glob("*.json")
 	if err != nil || len(files) < 3 {
 		t.Fatalf("dashboards: %v, %v", files, err)
 	}
@@ -120,6 +123,9 @@ func loadDashboards(t *testing.T) []dashboard {
 	}
 	return out
 }
+
+// rulesFile is the rule file whose recording rules the dashboards use.
+var rulesFile = filepath.Join("..", "deploy", "prometheus", "rules.yaml")
 
 // exportedNames returns every metric name the proxy exports (its own
 // collectors and the Go and process collectors run() registers, histogram
@@ -253,90 +259,115 @@ func TestDashboardsStructure(t *testing.T) {
 			t.Errorf("%s: uid %q, want the stable, unique %q", d.file, d.UID, want)
 		}
 		uids[d.UID] = true
-		vars := map[string]bool{}
-		for _, v := range d.Templating.List {
-			vars[v.Name] = true
-			switch v.Name {
-			case "datasource":
-				var q string
-				_ = json.Unmarshal(v.Query, &q)
-				if v.Type != "datasource" || q != "prometheus" {
-					t.Errorf("%s: datasource variable is %s %q", d.file, v.Type, q)
-				}
-			case "model", "endpoint", "class", "tenant":
-				if !v.Multi || !v.IncludeAll || v.AllValue != ".*" || v.Datasource == nil || v.Datasource.UID != "${datasource}" {
-					t.Errorf("%s: variable %s must be multi, include All (.*) and use ${datasource}", d.file, v.Name)
-				}
-			}
-		}
-		for _, name := range []string{"datasource", "model", "endpoint"} {
-			if !vars[name] {
-				t.Errorf("%s: no %s variable", d.file, name)
-			}
-		}
-		titles := map[string]bool{}
-		var placed []panel
-		for _, p := range d.allPanels() {
-			if p.Type == "row" {
-				continue
-			}
-			where := d.file + ": " + p.Title
-			if titles[p.Title] {
-				t.Errorf("%s: title used twice", where)
-			}
-			titles[p.Title] = true
-			if p.Description == "" {
-				t.Errorf("%s: no description", where)
-			}
-			if p.Datasource == nil || p.Datasource.UID != "${datasource}" {
-				t.Errorf("%s: data source %v, want ${datasource}", where, p.Datasource)
-			}
-			if p.Type == "timeseries" && p.FieldConfig.Defaults.Unit == "" {
-				t.Errorf("%s: no unit", where)
-			}
-			if len(p.Targets) == 0 {
-				t.Errorf("%s: no query", where)
-			}
-			for _, tg := range p.Targets {
-				if tg.Datasource == nil || tg.Datasource.UID != "${datasource}" {
-					t.Errorf("%s %s: query data source %v", where, tg.RefID, tg.Datasource)
-				}
-			}
-			g := p.GridPos
-			if g.W < 1 || g.X+g.W > 24 || g.H < 1 {
-				t.Errorf("%s: grid position %+v", where, g)
-			}
-			for _, o := range placed {
-				if g.X < o.GridPos.X+o.GridPos.W && o.GridPos.X < g.X+g.W && g.Y < o.GridPos.Y+o.GridPos.H && o.GridPos.Y < g.Y+g.H {
-					t.Errorf("%s overlaps %s", where, o.Title)
-				}
-			}
-			placed = append(placed, p)
-		}
+		vars := checkVariables(t, d)
+		checkPanels(t, d)
 		for _, q := range d.queries() {
-			if strings.TrimSpace(q.expr) == "" {
-				t.Errorf("%s: empty query", q.where)
-				continue
+			checkQuery(t, q, vars, exported)
+		}
+	}
+}
+
+// checkVariables checks the datasource, model and endpoint variables of d,
+// and returns the names of all its variables.
+func checkVariables(t *testing.T, d dashboard) map[string]bool {
+	t.Helper()
+	vars := map[string]bool{}
+	for _, v := range d.Templating.List {
+		vars[v.Name] = true
+		switch v.Name {
+		case "datasource":
+			var q string
+			_ = json.Unmarshal(v.Query, &q)
+			if v.Type != "datasource" || q != "prometheus" {
+				t.Errorf("%s: datasource variable is %s %q", d.file, v.Type, q)
 			}
-			names := metricNames(q)
-			if len(names) == 0 {
-				t.Errorf("%s: no metric in %s", q.where, q.expr)
+		case "model", "endpoint", "class", "tenant":
+			if !v.Multi || !v.IncludeAll || v.AllValue != ".*" || v.Datasource == nil || v.Datasource.UID != "${datasource}" {
+				t.Errorf("%s: variable %s must be multi, include All (.*) and use ${datasource}", d.file, v.Name)
 			}
-			for _, n := range names {
-				if !exported[n] {
-					t.Errorf("%s: %s is neither exported by the proxy nor recorded by the rules (in %s)", q.where, n, q.expr)
-				}
+		}
+	}
+	for _, name := range []string{"datasource", "model", "endpoint"} {
+		if !vars[name] {
+			t.Errorf("%s: no %s variable", d.file, name)
+		}
+	}
+	return vars
+}
+
+// checkPanels checks each panel of d but rows: a unique title, a
+// description, the ${datasource} data source for it and its queries, a
+// unit for a time series, at least one query, and a place on the grid that
+// no other panel takes.
+func checkPanels(t *testing.T, d dashboard) {
+	t.Helper()
+	titles := map[string]bool{}
+	var placed []panel
+	for _, p := range d.allPanels() {
+		if p.Type == "row" {
+			continue
+		}
+		where := d.file + ": " + p.Title
+		if titles[p.Title] {
+			t.Errorf("%s: title used twice", where)
+		}
+		titles[p.Title] = true
+		if p.Description == "" {
+			t.Errorf("%s: no description", where)
+		}
+		if p.Datasource == nil || p.Datasource.UID != "${datasource}" {
+			t.Errorf("%s: data source %v, want ${datasource}", where, p.Datasource)
+		}
+		if p.Type == "timeseries" && p.FieldConfig.Defaults.Unit == "" {
+			t.Errorf("%s: no unit", where)
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("%s: no query", where)
+		}
+		for _, tg := range p.Targets {
+			if tg.Datasource == nil || tg.Datasource.UID != "${datasource}" {
+				t.Errorf("%s %s: query data source %v", where, tg.RefID, tg.Datasource)
 			}
-			for _, m := range usedVariable.FindAllStringSubmatch(q.expr, -1) {
-				if !vars[m[1]] && !strings.HasPrefix(m[1], "__") {
-					t.Errorf("%s: uses undefined variable $%s", q.where, m[1])
-				}
+		}
+		g := p.GridPos
+		if g.W < 1 || g.X+g.W > 24 || g.H < 1 {
+			t.Errorf("%s: grid position %+v", where, g)
+		}
+		for _, o := range placed {
+			if g.X < o.GridPos.X+o.GridPos.W && o.GridPos.X < g.X+g.W && g.Y < o.GridPos.Y+o.GridPos.H && o.GridPos.Y < g.Y+g.H {
+				t.Errorf("%s overlaps %s", where, o.Title)
 			}
-			for _, m := range rangeSelector.FindAllStringSubmatch(q.expr, -1) {
-				if r := m[1]; r != "$__rate_interval" && !slices.Contains([]string{"1d", "3d", "7d", "30d"}, r) {
-					t.Errorf("%s: range [%s]: use $__rate_interval (or a budget window of days)", q.where, r)
-				}
-			}
+		}
+		placed = append(placed, p)
+	}
+}
+
+// checkQuery checks that q is not empty, selects only exported metrics,
+// uses only variables that exist, and ranges over $__rate_interval or a
+// budget window.
+func checkQuery(t *testing.T, q query, vars, exported map[string]bool) {
+	t.Helper()
+	if strings.TrimSpace(q.expr) == "" {
+		t.Errorf("%s: empty query", q.where)
+		return
+	}
+	names := metricNames(q)
+	if len(names) == 0 {
+		t.Errorf("%s: no metric in %s", q.where, q.expr)
+	}
+	for _, n := range names {
+		if !exported[n] {
+			t.Errorf("%s: %s is neither exported by the proxy nor recorded by the rules (in %s)", q.where, n, q.expr)
+		}
+	}
+	for _, m := range usedVariable.FindAllStringSubmatch(q.expr, -1) {
+		if !vars[m[1]] && !strings.HasPrefix(m[1], "__") {
+			t.Errorf("%s: uses undefined variable $%s", q.where, m[1])
+		}
+	}
+	for _, m := range rangeSelector.FindAllStringSubmatch(q.expr, -1) {
+		if r := m[1]; r != "$__rate_interval" && !slices.Contains([]string{"1d", "3d", "7d", "30d"}, r) {
+			t.Errorf("%s: range [%s]: use $__rate_interval (or a budget window of days)", q.where, r)
 		}
 	}
 }

@@ -1,0 +1,135 @@
+package dashboards_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/itlproxy/itlproxy/internal/e2e"
+)
+
+const ms = time.Millisecond
+
+// sessionGap is 8-14 ms, slower by 60% of that with every turn of a
+// session.
+func sessionGap(turn int) time.Duration {
+	return time.Duration(float64(8*ms+rand.N(6*ms)) * (1 + 0.6*float64(turn-1)))
+}
+
+// models are the upstream's: a fast model, a spiky one (stalls), a flaky
+// one (503s and a malformed event), the fast and flaky ones slowing down
+// with every turn of a session.
+var models = map[string]e2e.Model{
+	"llama-fast": {TTFT: 40 * ms, Tokens: 30, Gap: sessionGap},
+	"qwen-spiky": {TTFT: 80 * ms, Tokens: 30, Gap: func(int) time.Duration {
+		if rand.N(100) < 8 {
+			return 250 * ms
+		}
+		return 15*ms + rand.N(10*ms)
+	}},
+	"mixtral-flaky": {TTFT: 40 * ms, Tokens: 20, Gap: sessionGap, FailEvery: 4, Malformed: true},
+}
+
+// clients are the load: session clients on every model, completions,
+// non-streamed requests, and a client that abandons its streams.
+func clients() []e2e.Client {
+	var out []e2e.Client
+	for _, model := range []string{"llama-fast", "qwen-spiky", "mixtral-flaky"} {
+		for i := range 3 {
+			out = append(out, e2e.Client{Path: "/v1/chat/completions", Body: fmt.Sprintf(`{"model":%q,"stream":true}`, model), Session: fmt.Sprintf("%s-session-%d", model, i)})
+		}
+	}
+	return append(out,
+		e2e.Client{Path: "/v1/completions", Body: `{"model":"llama-fast","stream":true,"prompt":"x"}`},
+		e2e.Client{Path: "/v1/chat/completions", Body: `{"model":"qwen-spiky","stream":false}`},
+		e2e.Client{Path: "/v1/chat/completions", Body: `{"model":"llama-fast","stream":true}`, Abandon: true})
+}
+
+// grafanaValues stands in for what Grafana puts in a query with the
+// variables set to All.
+var grafanaValues = strings.NewReplacer(
+	"$__rate_interval", "20s",
+	"$__interval", "5s",
+	"${datasource}", "",
+	"$model", ".*",
+	"$endpoint", ".*",
+	"$class", ".*",
+	"$tenant", ".*",
+)
+
+// mayBeEmpty names the queries (as "file: panel refId" or "file: variable
+// name") allowed to return no data under the test's load, each with why.
+// There are none: the load drives every series a dashboard reads (errors,
+// malformed events, abandoned streams, stalls, sessions slowing down,
+// breaches of every objective, pending alerts). A query added for an event
+// the load cannot make belongs here, with the reason.
+var mayBeEmpty = map[string]string{}
+
+// TestDashboardQueriesInRealPrometheus runs every query of every dashboard,
+// with the variables set to All, against a real Prometheus that scrapes a
+// proxy under varied load and evaluates the rule file: none may fail, and
+// every one must return data but those mayBeEmpty names.
+func TestDashboardQueriesInRealPrometheus(t *testing.T) {
+	dashboards := loadDashboards(t)
+	up := httptest.NewServer(&e2e.Upstream{Models: models})
+	defer up.Close()
+	sloFile := filepath.Join(t.TempDir(), "slo.yaml")
+	if err := os.WriteFile(sloFile, []byte("models:\n  qwen-spiky: {itl: 30ms}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	proxy := e2e.Start(t, map[string]string{
+		"ITLPROXY_UPSTREAM_URL":    up.URL,
+		"ITLPROXY_SLO_TTFT":        "100ms",
+		"ITLPROXY_SLO_ITL":         "50ms",
+		"ITLPROXY_SLO_TPOT":        "40ms",
+		"ITLPROXY_SLO_FILE":        sloFile,
+		"ITLPROXY_STALL_THRESHOLD": "200ms",
+	})
+	prom := e2e.StartPrometheus(t, proxy.Admin, rulesFile)
+	e2e.Load(t, proxy.Proxy, 15*time.Second, clients()...)
+	// Let Prometheus scrape the last of it and evaluate the rules on it.
+	e2e.WaitFor(t, "the recording rules to see the load", 10*time.Second, func() bool {
+		return len(prom.Query(`model:itlproxy_inter_token_latency_seconds:p99_rate5m`)) >= 3
+	})
+	time.Sleep(2 * time.Second)
+
+	total := 0
+	seen := map[string]bool{}
+	for _, d := range dashboards {
+		for _, q := range d.queries() {
+			total++
+			seen[q.where] = true
+			if len(prom.Query(promQL(q))) > 0 {
+				continue
+			}
+			if why, ok := mayBeEmpty[q.where]; ok {
+				t.Logf("%s: no data, allowed: %s", q.where, why)
+			} else {
+				t.Errorf("%s: no data from %s", q.where, q.expr)
+			}
+		}
+	}
+	for where := range mayBeEmpty {
+		if !seen[where] {
+			t.Errorf("mayBeEmpty names %q, which no dashboard has", where)
+		}
+	}
+	t.Logf("ran %d queries", total)
+}
+
+// promQL is q as Grafana sends it with the variables set to All; a
+// variable's label_values(selector, label) is count by (label) (selector).
+func promQL(q query) string {
+	expr := grafanaValues.Replace(q.expr)
+	if m := labelValues.FindStringSubmatch(expr); q.variable && m != nil {
+		args := strings.TrimSuffix(strings.TrimPrefix(expr, "label_values("), ")")
+		i := strings.LastIndex(args, ",")
+		expr = fmt.Sprintf("count by (%s) (%s)", strings.TrimSpace(args[i+1:]), args[:i])
+	}
+	return expr
+}
