@@ -23,7 +23,8 @@ func sessionGap(turn int) time.Duration {
 
 // models are the upstream's: a fast model, a spiky one (stalls), a flaky
 // one (503s and a malformed event), the fast and flaky ones slowing down
-// with every turn of a session.
+// with every turn of a session, and a steady one, well within its ITL
+// objective at the load it gets, so that it has a capacity.
 var models = map[string]e2e.Model{
 	"llama-fast": {TTFT: 40 * ms, Tokens: 30, Gap: sessionGap},
 	"qwen-spiky": {TTFT: 80 * ms, Tokens: 30, Gap: func(int) time.Duration {
@@ -33,12 +34,14 @@ var models = map[string]e2e.Model{
 		return 15*ms + rand.N(10*ms)
 	}},
 	"mixtral-flaky": {TTFT: 40 * ms, Tokens: 20, Gap: sessionGap, FailEvery: 4, Malformed: true},
+	"phi-steady":    {TTFT: 20 * ms, Tokens: 40, Gap: e2e.Uniform(4*ms, 8*ms)},
 }
 
 // clients are the load: session clients on every model, completions,
-// non-streamed requests, and a client that abandons its streams.
+// non-streamed requests, a client that abandons its streams, and two
+// steady streams.
 func clients() []e2e.Client {
-	var out []e2e.Client
+	out := e2e.Streams(2, "phi-steady")
 	for _, model := range []string{"llama-fast", "qwen-spiky", "mixtral-flaky"} {
 		for i := range 3 {
 			out = append(out, e2e.Client{Path: "/v1/chat/completions", Body: fmt.Sprintf(`{"model":%q,"stream":true}`, model), Session: fmt.Sprintf("%s-session-%d", model, i)})
