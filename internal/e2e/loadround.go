@@ -21,8 +21,8 @@ import (
 // flight.
 type LoadUpstream struct {
 	Base, PerStream time.Duration
-	// Tokens is the token-bearing events of each stream; it then sends its
-	// usage (completion_tokens = Tokens) and [DONE].
+	// Tokens is the token-bearing events of each stream of the next Round;
+	// it then sends its usage (completion_tokens = Tokens) and [DONE].
 	Tokens int
 
 	mu    sync.Mutex
@@ -32,6 +32,8 @@ type LoadUpstream struct {
 // round is one Round's gates.
 type round struct {
 	n       int
+	tokens  int
+	gap     time.Duration
 	arrived atomic.Int64
 	allIn   chan struct{} // closed when n streams have arrived
 	read    atomic.Int64
@@ -55,9 +57,9 @@ func (u *LoadUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	<-rd.allIn
 	w.Header().Set("Content-Type", "text/event-stream")
 	flusher := w.(http.Flusher)
-	for i := range u.Tokens {
+	for i := range rd.tokens {
 		if i > 0 {
-			time.Sleep(u.Gap(rd.n))
+			time.Sleep(rd.gap)
 		}
 		fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"t%d\"}}]}\n\n", i)
 		flusher.Flush()
@@ -67,7 +69,7 @@ func (u *LoadUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
-	fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n", u.Tokens)
+	fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n", rd.tokens)
 	flusher.Flush()
 }
 
@@ -76,7 +78,7 @@ func (u *LoadUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // client checks that it read every token, the usage and [DONE].
 func (u *LoadUpstream) Round(t testing.TB, base, model string, n int) {
 	t.Helper()
-	rd := &round{n: n, allIn: make(chan struct{}), allRead: make(chan struct{})}
+	rd := &round{n: n, tokens: u.Tokens, gap: u.Gap(n), allIn: make(chan struct{}), allRead: make(chan struct{})}
 	u.mu.Lock()
 	u.round = rd
 	u.mu.Unlock()
@@ -96,15 +98,15 @@ func (u *LoadUpstream) Round(t testing.TB, base, model string, n int) {
 				line := sc.Bytes()
 				switch {
 				case bytes.Contains(line, []byte(`"content":"t`)):
-					if tokens++; tokens == u.Tokens && rd.read.Add(1) == int64(n) {
+					if tokens++; tokens == rd.tokens && rd.read.Add(1) == int64(n) {
 						close(rd.allRead)
 					}
 				case bytes.Equal(line, []byte("data: [DONE]")):
 					done = true
 				}
 			}
-			if err := sc.Err(); err != nil || tokens != u.Tokens || !done {
-				t.Errorf("stream of %s: %d tokens of %d, [DONE] %v, %v", model, tokens, u.Tokens, done, err)
+			if err := sc.Err(); err != nil || tokens != rd.tokens || !done {
+				t.Errorf("stream of %s: %d tokens of %d, [DONE] %v, %v", model, tokens, rd.tokens, done, err)
 			}
 		})
 	}
