@@ -8,8 +8,9 @@
 //
 // # How data comes in
 //
-// For each request the proxy asks [Metrics.Labels] for the bounded labels of
-// the model its body names and its endpoint. A stream is recorded on the
+// For each request the proxy asks [Metrics.RequestLabels] for the bounded
+// labels of the model its body names, its endpoint, and the service class
+// and tenant its headers name. A stream is recorded on the
 // [Stream] that [Metrics.StartStream] returns when the request (or, if it
 // did not say, the upstream's event-stream headers) makes it a stream:
 //
@@ -18,8 +19,9 @@
 //   - [Stream.Gap] for each later token-bearing event, with the time since
 //     the one before, and [Stream.EventTokens] where the upstream reports
 //     each event's own token count;
-//   - [Stream.End], once, with the outcome, the TPOT and, from the final
-//     usage, the tokens per event.
+//   - [Stream.End], once, with the outcome, the TPOT, the output tokens and,
+//     from the final usage, the tokens per event; the stream is then judged
+//     for goodput.
 //
 // The per-event calls look no label up and allocate nothing: a stream
 // resolves its series when it starts. When any response ends,
@@ -52,12 +54,21 @@
 //   - stream_max_gap_seconds, stream_gap_spread_ratio (p99 gap over median,
 //     streams of 20 gaps or more), tokens_per_event {model, endpoint}: each
 //     stream's shape, observed when it ends.
-//   - requests_total {model, endpoint, streaming, code}, streams_total
-//     {model, endpoint, outcome}, input_tokens_total and output_tokens_total
-//     {model, endpoint}, parse_failures_total {model, endpoint, reason}:
-//     counted when a response ends (parse failures when they happen).
-//   - slo_objective_seconds and slo_breaches_total {model, slo},
-//     stalls_total {model, endpoint}: see Objectives below.
+//   - inter_token_latency_by_load_seconds {model, endpoint, load}: the same
+//     gaps, by the load band when each ended; time_to_first_token_by_load_
+//     seconds {model, endpoint, load}: TTFT by the load band when the stream
+//     started; load_band_upper_streams {load}: each band's bound. See Load
+//     below.
+//   - requests_total {model, endpoint, streaming, code, tenant},
+//     streams_total {model, endpoint, outcome, tenant}, input_tokens_total
+//     and output_tokens_total {model, endpoint, tenant}, parse_failures_total
+//     {model, endpoint, reason}: counted when a response ends (parse
+//     failures when they happen).
+//   - slo_objective_seconds {model, class, slo}, slo_breaches_total and
+//     slo_observations_total {model, class, tenant, slo},
+//     streams_judged_total {model, class, tenant, verdict},
+//     goodput_tokens_total {model, class, tenant}, stalls_total {model,
+//     endpoint}: see Objectives below.
 //   - time_to_first_token_by_turn_seconds, stream_median_gap_by_turn_seconds
 //     {model, turn}, session_gap_ratio and sessions_degraded_total {model},
 //     sessions_tracked, session_evictions_total: see Sessions below.
@@ -76,8 +87,16 @@
 //     request that names none is [ModelUnknown].
 //   - endpoint: the Endpoint constants ([EndpointOther] for every other
 //     path); outcome: the Outcome constants; reason: the Parse constants;
-//     slo: [SLOTTFT], [SLOITL], [SLOTPOT]; streaming: true or false; code:
-//     the status sent to the client.
+//     slo: [SLOTTFT], [SLOITL], [SLOTPOT], [SLOMaxGap]; verdict: [VerdictMet],
+//     [VerdictMissed]; streaming: true or false; code: the status sent to
+//     the client.
+//   - class: a class the SLOs define, else [ClassDefault].
+//   - tenant: the request's tenant if it is in Options.Tenants or, without
+//     that allow-list, among the first Options.MaxTenants distinct values
+//     seen; else [TenantOther], as is a value that looks like a credential
+//     (a bearer token, an API key, a JWT); no tenant is [TenantNone].
+//   - load: the band of the streams of a model in flight, 1, 2, 3-4, 5-8,
+//     ..., 257-512, 513+.
 //   - position: the band of a token's output position in its stream, 1-32,
 //     33-128, 129-512, 513-2048, 2049+; turn: the band of a stream's turn in
 //     its session, 1, 2-4, 5-16, 17+.
@@ -87,15 +106,31 @@
 // # Objectives
 //
 // [SLOs] are each model's [Objectives] (TTFT per stream, ITL per gap, TPOT
-// per stream) and a default for every other model; [LoadSLOFile] reads
-// them from a YAML file, over defaults from the environment. Each
-// objective is a bucket bound of its histograms, so that histogram_quantile
-// and bucket ratios are exact at it. As each model label value appears,
-// slo_objective_seconds exports its objectives and slo_breaches_total
-// starts at 0 for each; it counts observations strictly over the objective,
-// so the breach ratio is slo_breaches_total over the matching histogram's
-// _count. The stall threshold (Options.StallThreshold) is a bound of the
+// per stream, the longest gap per stream), a default for every other
+// model, and per service class [Class] overrides of some kinds, per model
+// too; [SLOs.For] resolves each kind most specific first (class and model,
+// class, model, default). [LoadSLOFile] reads them from a YAML file, over
+// defaults from the environment. Each objective is a bucket bound of its
+// histograms, so that histogram_quantile and bucket ratios are exact at
+// it. As each model label value appears, slo_objective_seconds exports its
+// objectives in every class, and the breach and observation counters start
+// at 0; breaches are observations strictly over the objective, so the
+// breach ratio is slo_breaches_total over slo_observations_total. A stream
+// that ends by any outcome but client_canceled is judged when its
+// objectives include a TTFT, TPOT or longest-gap one: met when it produced
+// a token within every objective and did not fail, else missed
+// (streams_judged_total); the output tokens of those that met are
+// goodput_tokens_total. The stall threshold (Options.StallThreshold) is a bound of the
 // ITL histograms too, and stalls_total counts the gaps over it.
+//
+// # Load
+//
+// Each model label value keeps a count of its streams in flight through
+// this proxy (all endpoints, as active_streams counts them), up at
+// StartStream, down at End. A gap is observed in the band of that count
+// when it ends, the stream itself included; a TTFT in the band when the
+// stream started. The band lookup is a bit length and the band's series is
+// resolved when the stream starts: no lookup and no allocation per gap.
 //
 // # Sessions
 //
