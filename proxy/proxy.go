@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -50,6 +51,8 @@ type Proxy struct {
 	log    *zap.Logger
 	rp     *httputil.ReverseProxy
 	router chi.Router
+	// duplexWarning warns once of a writer that is not full duplex.
+	duplexWarning sync.Once
 }
 
 // New returns a proxy to cfg.Upstream that reports to rec and logs to log.
@@ -74,7 +77,7 @@ func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 		Transport:      rt,
 		BufferPool:     newBufferPool(),
 		ModifyResponse: p.modifyResponse,
-		ErrorHandler:   p.handleUpstreamError,
+		ErrorHandler:   p.upstreamError,
 		ErrorLog:       zapStdLog(log),
 	}
 	p.router = p.routes()
@@ -109,6 +112,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
-	exchangeFrom(resp.Request.Context()).respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout)
+	ctx := resp.Request.Context()
+	exchangeFrom(ctx).respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout)
+	closeIfUnfinished(ctx, resp.StatusCode, resp.Header)
 	return nil
 }
