@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
 // The upstream of these tests answers before it has read the request to
@@ -245,7 +246,7 @@ func newDuplexHarness(t *testing.T, first int) (*harness, *duplexUpstream) {
 	t.Cleanup(upstream.Close)
 	h := newHarness(t, nil, func(c *Config, _ *metrics.Options) {
 		c.Upstream, _ = url.Parse(upstream.URL)
-		tr := NewTransport(0, nil)
+		tr := transport.New(0, nil)
 		dial := tr.DialContext
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := dial(ctx, network, addr)
