@@ -64,6 +64,10 @@ func newHarness(t *testing.T, upstream http.Handler, opts ...harnessOption) *har
 	}))
 	h.proxy.Listener = GuardListener(h.proxy.Listener)
 	h.proxy.Config.ConnContext = ConnContext
+	// And accepts cleartext HTTP/2 beside HTTP/1.1, as with ITLPROXY_H2C.
+	h.proxy.Config.Protocols = new(http.Protocols)
+	h.proxy.Config.Protocols.SetHTTP1(true)
+	h.proxy.Config.Protocols.SetUnencryptedHTTP2(true)
 	h.proxy.Start()
 	t.Cleanup(h.proxy.Close)
 	return h

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -58,6 +59,8 @@ type Proxy struct {
 	// classKey and tenantKey are the canonical forms of the class and
 	// tenant headers' names ("" for none).
 	classKey, tenantKey string
+	// duplexWarning warns once of a writer that is not full duplex.
+	duplexWarning sync.Once
 }
 
 // New returns a proxy to cfg.Upstream that reports to rec and logs to log.
@@ -88,7 +91,7 @@ func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 		Transport:      rt,
 		BufferPool:     newBufferPool(),
 		ModifyResponse: p.modifyResponse,
-		ErrorHandler:   p.handleUpstreamError,
+		ErrorHandler:   p.upstreamError,
 		ErrorLog:       zapStdLog(log),
 	}
 	p.router = p.routes()
@@ -123,6 +126,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
-	exchangeFrom(resp.Request.Context()).respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout)
+	ctx := resp.Request.Context()
+	exchangeFrom(ctx).respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout)
+	closeIfUnfinished(ctx, resp.StatusCode, resp.Header)
 	return nil
 }

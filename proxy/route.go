@@ -99,6 +99,13 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	// http.ErrAbortHandler: a stream cut mid-way is recorded too.
 	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
 	ctx := r.Context()
+	// A measured route's body was read whole and is held; any other is
+	// still on its way from the client (duplex.go).
+	body := p.fullDuplex(w, r, ex.requestBody != nil)
+	if body != nil {
+		ctx = context.WithValue(ctx, clientBodyKey{}, body)
+		defer body.abandon(w)
+	}
 	if p.cfg.StreamIdleTimeout > 0 {
 		// The outbound request's context, which the idle timer cancels.
 		var cancel context.CancelFunc
@@ -106,7 +113,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 		defer cancel()
 		ex.cancelUpstream = cancel
 	}
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(ctx, exchangeKey{}, ex)))
+	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
+	if body != nil {
+		out.Body = body
+	}
+	p.rp.ServeHTTP(w, out)
 }
 
 var (

@@ -357,7 +357,10 @@ func checkService(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.Cont
 }
 
 // checkPodMonitor wants a PodMonitor selecting the pods and scraping
-// /metrics on itlproxy's admin port.
+// /metrics on itlproxy's admin port, honoring the scraped labels: the
+// Operator sets an "endpoint" target label (the port's name), which would
+// otherwise rename itlproxy's own endpoint label to exported_endpoint and
+// break every query and dashboard that filters on it.
 func checkPodMonitor(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.Container, adminPort int32) {
 	t.Helper()
 	for _, pm := range r.podMonitors {
@@ -371,6 +374,9 @@ func checkPodMonitor(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.C
 		}
 		for _, e := range pm.Spec.PodMetricsEndpoints {
 			if e.Port != nil && portNumber(c, intstr.FromString(*e.Port)) == adminPort && (e.Path == "" || e.Path == "/metrics") {
+				if !e.HonorLabels {
+					t.Errorf("PodMonitor %s: honorLabels is false: itlproxy's endpoint label would become exported_endpoint", pm.Name)
+				}
 				return
 			}
 		}
