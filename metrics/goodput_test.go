@@ -6,6 +6,35 @@ import (
 	"time"
 )
 
+// judgedStream is one stream of TestGoodputExact and the verdict it must get.
+type judgedStream struct {
+	class, tenant string
+	outcome       string
+	ttft          time.Duration // < 0: no token
+	gaps          []time.Duration
+	tpot          time.Duration
+	tokens        int64
+	want          string // verdict, "" not judged
+}
+
+// judgedStreams are TestGoodputExact's streams.
+var judgedStreams = []judgedStream{
+	{"", "a", OutcomeCompleted, 500 * ms, []time.Duration{10 * ms}, 40 * ms, 7, VerdictMet},              // at every objective: met
+	{"", "a", OutcomeCompleted, 501 * ms, []time.Duration{10 * ms}, 10 * ms, 5, VerdictMissed},           // TTFT over
+	{"", "a", OutcomeCompleted, 100 * ms, []time.Duration{10 * ms}, 41 * ms, 5, VerdictMissed},           // TPOT over
+	{"", "a", OutcomeCompleted, 100 * ms, []time.Duration{1001 * ms}, 30 * ms, 5, VerdictMissed},         // longest gap over
+	{"", "a", OutcomeCompleted, 100 * ms, nil, -1, 1, VerdictMet},                                        // one token: no TPOT, met
+	{"", "b", OutcomeCompleted, -1, nil, -1, 0, VerdictMissed},                                           // no token
+	{"", "b", OutcomeUpstreamError, 100 * ms, []time.Duration{10 * ms}, 10 * ms, 3, VerdictMissed},       // cut
+	{"", "b", OutcomeIdleTimeout, 100 * ms, nil, -1, 1, VerdictMissed},                                   // went silent
+	{"", "b", OutcomeRejected, -1, nil, -1, -1, VerdictMissed},                                           // 429
+	{"", "b", OutcomeClientCanceled, 900 * ms, nil, -1, 1, ""},                                           // not judged
+	{"", "b", OutcomeIncomplete, 100 * ms, []time.Duration{10 * ms}, 10 * ms, 2, VerdictMet},             // ended early, on time
+	{"batch", "a", OutcomeCompleted, 9 * time.Second, []time.Duration{10 * ms}, 500 * ms, 9, VerdictMet}, // batch: slow TTFT fine, no TPOT objective
+	{"batch", "a", OutcomeCompleted, 11 * time.Second, nil, -1, 1, VerdictMissed},
+	{"nope", "a", OutcomeCompleted, 600 * ms, nil, -1, 1, VerdictMissed}, // unknown class: default objectives
+}
+
 // TestGoodputExact judges streams of known timing and expects every count:
 // the verdict of each, its tokens when met, the observations and breaches
 // of each kind, by class and tenant.
@@ -19,34 +48,9 @@ func TestGoodputExact(t *testing.T) {
 			},
 		},
 	})
-	type stream struct {
-		class, tenant string
-		outcome       string
-		ttft          time.Duration // < 0: no token
-		gaps          []time.Duration
-		tpot          time.Duration
-		tokens        int64
-		want          string // verdict, "" not judged
-	}
-	streams := []stream{
-		{"", "a", OutcomeCompleted, 500 * ms, []time.Duration{10 * ms}, 40 * ms, 7, VerdictMet},              // at every objective: met
-		{"", "a", OutcomeCompleted, 501 * ms, []time.Duration{10 * ms}, 10 * ms, 5, VerdictMissed},           // TTFT over
-		{"", "a", OutcomeCompleted, 100 * ms, []time.Duration{10 * ms}, 41 * ms, 5, VerdictMissed},           // TPOT over
-		{"", "a", OutcomeCompleted, 100 * ms, []time.Duration{1001 * ms}, 30 * ms, 5, VerdictMissed},         // longest gap over
-		{"", "a", OutcomeCompleted, 100 * ms, nil, -1, 1, VerdictMet},                                        // one token: no TPOT, met
-		{"", "b", OutcomeCompleted, -1, nil, -1, 0, VerdictMissed},                                           // no token
-		{"", "b", OutcomeUpstreamError, 100 * ms, []time.Duration{10 * ms}, 10 * ms, 3, VerdictMissed},       // cut
-		{"", "b", OutcomeIdleTimeout, 100 * ms, nil, -1, 1, VerdictMissed},                                   // went silent
-		{"", "b", OutcomeRejected, -1, nil, -1, -1, VerdictMissed},                                           // 429
-		{"", "b", OutcomeClientCanceled, 900 * ms, nil, -1, 1, ""},                                           // not judged
-		{"", "b", OutcomeIncomplete, 100 * ms, []time.Duration{10 * ms}, 10 * ms, 2, VerdictMet},             // ended early, on time
-		{"batch", "a", OutcomeCompleted, 9 * time.Second, []time.Duration{10 * ms}, 500 * ms, 9, VerdictMet}, // batch: slow TTFT fine, no TPOT objective
-		{"batch", "a", OutcomeCompleted, 11 * time.Second, nil, -1, 1, VerdictMissed},
-		{"nope", "a", OutcomeCompleted, 600 * ms, nil, -1, 1, VerdictMissed}, // unknown class: default objectives
-	}
 	want := map[[3]string]float64{} // class, tenant, verdict
 	good := map[[2]string]float64{}
-	for _, s := range streams {
+	for _, s := range judgedStreams {
 		l := m.RequestLabels("m", EndpointChatCompletions, s.class, s.tenant)
 		st := m.StartStream(l, IDs{})
 		if s.ttft >= 0 {

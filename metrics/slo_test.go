@@ -9,77 +9,83 @@ import (
 
 const ms = time.Millisecond
 
+// sloBase is the environment's objectives in parseCases.
+var sloBase = Objectives{TTFT: time.Second, ITL: 100 * ms}
+
+// parseCases are SLO files and what each must read as, or be refused with,
+// over sloBase.
+var parseCases = []struct {
+	name    string
+	yaml    string
+	want    SLOs
+	wantErr string
+}{
+	{
+		name: "the issue's example",
+		yaml: "default: {ttft: 2s, itl: 100ms, tpot: 80ms}\nmodels:\n  meta-llama/Llama-3.1-8B-Instruct: {ttft: 500ms, itl: 40ms}\n",
+		want: SLOs{
+			Default: Objectives{TTFT: 2 * time.Second, ITL: 100 * ms, TPOT: 80 * ms},
+			Models:  map[string]Objectives{"meta-llama/Llama-3.1-8B-Instruct": {TTFT: 500 * ms, ITL: 40 * ms, TPOT: 80 * ms}},
+		},
+	},
+	{
+		name: "models before default still inherit it",
+		yaml: "models:\n  a: {itl: 10ms}\ndefault: {tpot: 30ms}\n",
+		want: SLOs{
+			Default: Objectives{TTFT: time.Second, ITL: 100 * ms, TPOT: 30 * ms},
+			Models:  map[string]Objectives{"a": {TTFT: time.Second, ITL: 10 * ms, TPOT: 30 * ms}},
+		},
+	},
+	{
+		name: "names with slash colon dot, zero switches off, empty entry inherits",
+		yaml: "models:\n  org/m:7b.q4: {ttft: 0}\n  \"quoted: name\": {}\n  plain:\n",
+		want: SLOs{
+			Default: sloBase,
+			Models: map[string]Objectives{
+				"org/m:7b.q4":  {ITL: 100 * ms},
+				"quoted: name": sloBase,
+				"plain":        sloBase,
+			},
+		},
+	},
+	{
+		name: "max_gap at every level",
+		yaml: "default: {max_gap: 5s}\nmodels:\n  a: {max_gap: 2s}\n",
+		want: SLOs{
+			Default: Objectives{TTFT: time.Second, ITL: 100 * ms, MaxGap: 5 * time.Second},
+			Models:  map[string]Objectives{"a": {TTFT: time.Second, ITL: 100 * ms, MaxGap: 2 * time.Second}},
+		},
+	},
+	{name: "empty file", yaml: "", want: SLOs{Default: sloBase, Models: map[string]Objectives{}}},
+	{name: "comments only", yaml: "# nothing yet\n", want: SLOs{Default: sloBase, Models: map[string]Objectives{}}},
+	{
+		name:    "unknown key in objectives",
+		yaml:    "models:\n  a: {ttft: 1s, p99: 2s}\n",
+		wantErr: `slo.yaml:2:17: models["a"]: unknown key "p99" (want ttft, itl, tpot or max_gap)`,
+	},
+	{
+		name:    "bad and negative durations, all reported",
+		yaml:    "default:\n  itl: 40\nmodels:\n  a:\n    ttft: -1s\n    tpot: soon\n",
+		wantErr: "slo.yaml:2:8: default.itl: \"40\" is not a duration (e.g. 40ms, 1.5s)\nslo.yaml:5:11: models[\"a\"].ttft: -1s is negative\nslo.yaml:6:11: models[\"a\"].tpot: \"soon\" is not a duration (e.g. 40ms, 1.5s)",
+	},
+	{name: "model twice", yaml: "models:\n  a: {}\n  a: {}\n", wantErr: `slo.yaml:3:3: model "a" is listed twice`},
+	{name: "key twice", yaml: "models:\n  a: {itl: 1s, itl: 2s}\n", wantErr: `slo.yaml:2:16: models["a"].itl is given twice`},
+	{name: "models not a mapping", yaml: "models: [a, b]\n", wantErr: "slo.yaml:1:9: models must be a mapping"},
+	{name: "objective not a scalar", yaml: "default: {itl: [1s]}\n", wantErr: `slo.yaml:1:16: default.itl: "" is not a duration (e.g. 40ms, 1.5s)`},
+	{name: "not YAML", yaml: "default: {itl: 1s\n", wantErr: "slo.yaml:1: did not find expected ',' or '}'"},
+	{name: "unknown top-level key", yaml: "tenants: {}\n", wantErr: `slo.yaml:1:1: unknown key "tenants" (want default, models or classes)`},
+	{name: "class named default", yaml: "classes:\n  default: {ttft: 1s}\n", wantErr: `slo.yaml:2:3: class "default": is the class of requests that name none: set its objectives under the top-level default`},
+	{name: "class name not a label", yaml: "classes:\n  \"a b\": {}\n", wantErr: `slo.yaml:2:3: class "a b": may hold only letters, digits, '-', '_' and '.'`},
+	{name: "class twice", yaml: "classes:\n  a: {}\n  a: {}\n", wantErr: `slo.yaml:3:3: class "a" is listed twice`},
+	{name: "unknown key in a class", yaml: "classes:\n  a: {p99: 1s}\n", wantErr: `slo.yaml:2:7: classes["a"]: unknown key "p99" (want ttft, itl, tpot, max_gap or models)`},
+	{name: "class model twice", yaml: "classes:\n  a:\n    models:\n      m: {}\n      m: {}\n", wantErr: `slo.yaml:5:7: classes["a"]: model "m" is listed twice`},
+	{name: "bad duration in a class model", yaml: "classes:\n  a:\n    models:\n      m: {itl: fast}\n", wantErr: `slo.yaml:4:16: classes["a"].models["m"].itl: "fast" is not a duration (e.g. 40ms, 1.5s)`},
+	{name: "top level not a mapping", yaml: "- a\n", wantErr: "slo.yaml:1:1: the file must be a mapping"},
+}
+
 func TestParseSLOs(t *testing.T) {
-	base := Objectives{TTFT: time.Second, ITL: 100 * ms}
-	cases := []struct {
-		name    string
-		yaml    string
-		want    SLOs
-		wantErr string
-	}{
-		{
-			name: "the issue's example",
-			yaml: "default: {ttft: 2s, itl: 100ms, tpot: 80ms}\nmodels:\n  meta-llama/Llama-3.1-8B-Instruct: {ttft: 500ms, itl: 40ms}\n",
-			want: SLOs{
-				Default: Objectives{TTFT: 2 * time.Second, ITL: 100 * ms, TPOT: 80 * ms},
-				Models:  map[string]Objectives{"meta-llama/Llama-3.1-8B-Instruct": {TTFT: 500 * ms, ITL: 40 * ms, TPOT: 80 * ms}},
-			},
-		},
-		{
-			name: "models before default still inherit it",
-			yaml: "models:\n  a: {itl: 10ms}\ndefault: {tpot: 30ms}\n",
-			want: SLOs{
-				Default: Objectives{TTFT: time.Second, ITL: 100 * ms, TPOT: 30 * ms},
-				Models:  map[string]Objectives{"a": {TTFT: time.Second, ITL: 10 * ms, TPOT: 30 * ms}},
-			},
-		},
-		{
-			name: "names with slash colon dot, zero switches off, empty entry inherits",
-			yaml: "models:\n  org/m:7b.q4: {ttft: 0}\n  \"quoted: name\": {}\n  plain:\n",
-			want: SLOs{
-				Default: base,
-				Models: map[string]Objectives{
-					"org/m:7b.q4":  {ITL: 100 * ms},
-					"quoted: name": base,
-					"plain":        base,
-				},
-			},
-		},
-		{
-			name: "max_gap at every level",
-			yaml: "default: {max_gap: 5s}\nmodels:\n  a: {max_gap: 2s}\n",
-			want: SLOs{
-				Default: Objectives{TTFT: time.Second, ITL: 100 * ms, MaxGap: 5 * time.Second},
-				Models:  map[string]Objectives{"a": {TTFT: time.Second, ITL: 100 * ms, MaxGap: 2 * time.Second}},
-			},
-		},
-		{name: "empty file", yaml: "", want: SLOs{Default: base, Models: map[string]Objectives{}}},
-		{name: "comments only", yaml: "# nothing yet\n", want: SLOs{Default: base, Models: map[string]Objectives{}}},
-		{
-			name:    "unknown key in objectives",
-			yaml:    "models:\n  a: {ttft: 1s, p99: 2s}\n",
-			wantErr: `slo.yaml:2:17: models["a"]: unknown key "p99" (want ttft, itl, tpot or max_gap)`,
-		},
-		{
-			name:    "bad and negative durations, all reported",
-			yaml:    "default:\n  itl: 40\nmodels:\n  a:\n    ttft: -1s\n    tpot: soon\n",
-			wantErr: "slo.yaml:2:8: default.itl: \"40\" is not a duration (e.g. 40ms, 1.5s)\nslo.yaml:5:11: models[\"a\"].ttft: -1s is negative\nslo.yaml:6:11: models[\"a\"].tpot: \"soon\" is not a duration (e.g. 40ms, 1.5s)",
-		},
-		{name: "model twice", yaml: "models:\n  a: {}\n  a: {}\n", wantErr: `slo.yaml:3:3: model "a" is listed twice`},
-		{name: "key twice", yaml: "models:\n  a: {itl: 1s, itl: 2s}\n", wantErr: `slo.yaml:2:16: models["a"].itl is given twice`},
-		{name: "models not a mapping", yaml: "models: [a, b]\n", wantErr: "slo.yaml:1:9: models must be a mapping"},
-		{name: "objective not a scalar", yaml: "default: {itl: [1s]}\n", wantErr: `slo.yaml:1:16: default.itl: "" is not a duration (e.g. 40ms, 1.5s)`},
-		{name: "not YAML", yaml: "default: {itl: 1s\n", wantErr: "slo.yaml:1: did not find expected ',' or '}'"},
-		{name: "unknown top-level key", yaml: "tenants: {}\n", wantErr: `slo.yaml:1:1: unknown key "tenants" (want default, models or classes)`},
-		{name: "class named default", yaml: "classes:\n  default: {ttft: 1s}\n", wantErr: `slo.yaml:2:3: class "default": is the class of requests that name none: set its objectives under the top-level default`},
-		{name: "class name not a label", yaml: "classes:\n  \"a b\": {}\n", wantErr: `slo.yaml:2:3: class "a b": may hold only letters, digits, '-', '_' and '.'`},
-		{name: "class twice", yaml: "classes:\n  a: {}\n  a: {}\n", wantErr: `slo.yaml:3:3: class "a" is listed twice`},
-		{name: "unknown key in a class", yaml: "classes:\n  a: {p99: 1s}\n", wantErr: `slo.yaml:2:7: classes["a"]: unknown key "p99" (want ttft, itl, tpot, max_gap or models)`},
-		{name: "class model twice", yaml: "classes:\n  a:\n    models:\n      m: {}\n      m: {}\n", wantErr: `slo.yaml:5:7: classes["a"]: model "m" is listed twice`},
-		{name: "bad duration in a class model", yaml: "classes:\n  a:\n    models:\n      m: {itl: fast}\n", wantErr: `slo.yaml:4:16: classes["a"].models["m"].itl: "fast" is not a duration (e.g. 40ms, 1.5s)`},
-		{name: "top level not a mapping", yaml: "- a\n", wantErr: "slo.yaml:1:1: the file must be a mapping"},
-	}
-	for _, tc := range cases {
+	base := sloBase
+	for _, tc := range parseCases {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseSLOs("slo.yaml", []byte(tc.yaml), base)
 			if tc.wantErr != "" {

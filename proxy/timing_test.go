@@ -69,6 +69,29 @@ func (pipeAddr) String() string  { return "pipe" }
 // TestStreamTimingExact runs client, proxy and upstream on fake time: the
 // upstream's schedule is the only thing that makes time pass, so TTFT, every
 // ITL gap, TPOT and the duration must equal it exactly.
+// scheduledStream is an upstream that sends a role-only chunk at once,
+// then token after ttft and again after each of gaps, then usage (6
+// completion tokens) and [DONE] 10 ms later.
+func scheduledStream(ttft time.Duration, gaps []time.Duration, token string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`+"\n\n")
+		_ = rc.Flush()
+		time.Sleep(ttft)
+		_, _ = io.WriteString(w, token)
+		_ = rc.Flush()
+		for _, g := range gaps {
+			time.Sleep(g)
+			_, _ = io.WriteString(w, token)
+			_ = rc.Flush()
+		}
+		time.Sleep(10 * time.Millisecond)
+		_, _ = io.WriteString(w, `data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":6}}`+"\n\ndata: [DONE]\n\n")
+	}
+}
+
 func TestStreamTimingExact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const ttft = 230 * time.Millisecond
@@ -76,23 +99,7 @@ func TestStreamTimingExact(t *testing.T) {
 		token := `data: {"choices":[{"index":0,"delta":{"content":"t"}}]}` + "\n\n"
 
 		upLn, proxyLn := newPipeListener(), newPipeListener()
-		upstream := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.Copy(io.Discard, r.Body)
-			w.Header().Set("Content-Type", "text/event-stream")
-			rc := http.NewResponseController(w)
-			_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`+"\n\n")
-			_ = rc.Flush()
-			time.Sleep(ttft)
-			_, _ = io.WriteString(w, token)
-			_ = rc.Flush()
-			for _, g := range gaps {
-				time.Sleep(g)
-				_, _ = io.WriteString(w, token)
-				_ = rc.Flush()
-			}
-			time.Sleep(10 * time.Millisecond)
-			_, _ = io.WriteString(w, `data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":6}}`+"\n\ndata: [DONE]\n\n")
-		})}
+		upstream := &http.Server{Handler: scheduledStream(ttft, gaps, token)}
 		go func() { _ = upstream.Serve(upLn) }()
 
 		reg := prometheus.NewRegistry()
