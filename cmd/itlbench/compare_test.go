@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/cmd/internal/llmsim"
-	"github.com/itlproxy/itlproxy/metrics/scrape"
 	"github.com/itlproxy/itlproxy/internal/testenv"
+	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
 // buildItlproxy builds the real itlproxy binary.
