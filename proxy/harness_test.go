@@ -18,7 +18,7 @@ import (
 
 // harness is a real proxy server in front of a real upstream server.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	reg      *prometheus.Registry
 	upstream *httptest.Server
 	proxy    *httptest.Server
@@ -33,6 +33,13 @@ type harnessOption func(*Config, *metrics.Options)
 // newHarness starts upstream (nil: none, for tests that set Config.Upstream
 // themselves) and a proxy to it.
 func newHarness(t *testing.T, upstream http.Handler, opts ...harnessOption) *harness {
+	t.Helper()
+	return startHarness(t, upstream, nil, opts...)
+}
+
+// startHarness is newHarness for fuzz targets too, with the proxy's
+// http.Server changed by server (when not nil) before it starts.
+func startHarness(t testing.TB, upstream http.Handler, server func(*http.Server), opts ...harnessOption) *harness {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	// served must hold every request a test sends before it waits: a full
@@ -63,6 +70,9 @@ func newHarness(t *testing.T, upstream http.Handler, opts ...harnessOption) *har
 	}))
 	h.proxy.Listener = GuardListener(h.proxy.Listener)
 	h.proxy.Config.ConnContext = ConnContext
+	if server != nil {
+		server(h.proxy.Config)
+	}
 	h.proxy.Start()
 	t.Cleanup(h.proxy.Close)
 	return h

@@ -126,10 +126,10 @@ func (p *Proxy) CloseIdleConnections() {
 
 // ServeHTTP serves one proxied request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Every request takes its framing verdict, in order (framing.go).
-	if ambiguousFraming(r) {
+	// Every request takes its own framing verdict (framing.go).
+	if err := checkFraming(r); err != nil {
 		labels := metrics.Labels{Model: metrics.ModelUnknown, Endpoint: metrics.EndpointOther}
-		p.refuseBody(w, r, labels, time.Now(), errAmbiguousFraming)
+		p.refuseBody(w, r, labels, time.Now(), err)
 		return
 	}
 	p.router.ServeHTTP(w, r)
