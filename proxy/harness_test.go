@@ -19,7 +19,7 @@ import (
 
 // harness is a real proxy server in front of a real upstream server.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	reg      *prometheus.Registry
 	upstream *httptest.Server
 	proxy    *httptest.Server
@@ -34,6 +34,13 @@ type harnessOption func(*Config, *metrics.Options)
 // newHarness starts upstream (nil: none, for tests that set Config.Upstream
 // themselves) and a proxy to it.
 func newHarness(t *testing.T, upstream http.Handler, opts ...harnessOption) *harness {
+	t.Helper()
+	return startHarness(t, upstream, nil, opts...)
+}
+
+// startHarness is newHarness for fuzz targets too, with the proxy's
+// http.Server changed by server (when not nil) before it starts.
+func startHarness(t testing.TB, upstream http.Handler, server func(*http.Server), opts ...harnessOption) *harness {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	// served must hold every request a test sends before it waits: a full
@@ -68,6 +75,9 @@ func newHarness(t *testing.T, upstream http.Handler, opts ...harnessOption) *har
 	h.proxy.Config.Protocols = new(http.Protocols)
 	h.proxy.Config.Protocols.SetHTTP1(true)
 	h.proxy.Config.Protocols.SetUnencryptedHTTP2(true)
+	if server != nil {
+		server(h.proxy.Config)
+	}
 	h.proxy.Start()
 	t.Cleanup(h.proxy.Close)
 	return h

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -269,6 +270,15 @@ func TestEndlessBodyRefusedAtTheBound(t *testing.T) {
 	srv := httptest.NewUnstartedServer(New(Config{Upstream: upURL, MaxRequestBytes: bound, MaxEventBytes: 1 << 20}, rec, zap.NewNop()))
 	counting := &countingListener{Listener: srv.Listener}
 	srv.Listener = counting
+	// Once the server has closed the connection it reads no more of it:
+	// the count is final.
+	closed := make(chan struct{})
+	var once sync.Once
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateClosed {
+			once.Do(func() { close(closed) })
+		}
+	}
 	srv.Start()
 	defer srv.Close()
 
@@ -280,7 +290,11 @@ func TestEndlessBodyRefusedAtTheBound(t *testing.T) {
 	}
 	resp.Body.Close()
 	took := time.Since(start)
-	time.Sleep(100 * time.Millisecond) // let the server finish with the connection
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the server still reads the endless body %v after its 413", time.Since(start))
+	}
 	read := counting.read.Load()
 	t.Logf("413 after %v; the proxy read %d KiB of the body (bound %d KiB)", took, read>>10, bound>>10)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || took > 2*time.Second {

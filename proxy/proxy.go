@@ -116,10 +116,9 @@ func (p *Proxy) CloseIdleConnections() {
 
 // ServeHTTP serves one proxied request.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Every request takes its framing verdict, in order (framing.go).
-	if ambiguousFraming(r) {
-		labels := p.labels(r, "", events.Other)
-		p.refuseBody(w, r, labels, time.Now(), errAmbiguousFraming)
+	// Every request takes its own framing verdict (framing.go).
+	if err := checkFraming(r); err != nil {
+		p.refuseBody(w, r, p.labels(r, "", events.Other), time.Now(), err)
 		return
 	}
 	p.router.ServeHTTP(w, r)

@@ -120,10 +120,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	p.rp.ServeHTTP(w, out)
 }
 
-var (
-	errBodyTooLarge     = errors.New("request body too large")
-	errAmbiguousFraming = errors.New("both Content-Length and Transfer-Encoding")
-)
+var errBodyTooLarge = errors.New("request body too large")
 
 // readBody reads the whole request body, refusing one over max bytes
 // without reading more than max+1 of it.
@@ -146,18 +143,18 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 }
 
 // refuseBody answers a request whose body cannot be forwarded: too large,
-// unreadable, or framed ambiguously.
+// unreadable, or framed ambiguously (or in a way the guard could not
+// follow: framing.go).
 func (p *Proxy) refuseBody(w http.ResponseWriter, r *http.Request, labels metrics.Labels, t0 time.Time, err error) {
 	ids, clientID := p.requestIDs(r, "")
 	ex := newExchange(p.rec, labels, t0, ids, clientID, false)
 	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
 	w.Header().Set(RequestIDHeader, ids.Request)
 	switch {
-	case errors.Is(err, errAmbiguousFraming):
+	case errors.Is(err, errAmbiguousFraming), errors.Is(err, errUnfollowedFraming):
 		ex.code = http.StatusBadRequest
 		w.Header().Set("Connection", "close")
-		writeError(w, ex.code, "invalid_request_error", "ambiguous_framing",
-			"itlproxy: the request has both Content-Length and Transfer-Encoding, which the proxy refuses to relay")
+		writeError(w, ex.code, "invalid_request_error", "ambiguous_framing", "itlproxy: "+err.Error())
 	case errors.Is(err, errBodyTooLarge):
 		ex.code = http.StatusRequestEntityTooLarge
 		// The rest of the body is not read: close the connection rather
