@@ -28,6 +28,7 @@ func TestChartGateway(t *testing.T) {
 				"autoscaling":         map[string]any{"enabled": true, "minReplicas": 3, "maxReplicas": 12},
 				"podDisruptionBudget": map[string]any{"maxUnavailable": "25%"},
 				"topologySpread":      map[string]any{"topologyKeys": []any{"kubernetes.io/hostname"}},
+				"service":             map[string]any{"sessionAffinity": "ClientIP"},
 			},
 			"monitoring": map[string]any{"monitor": map[string]any{"kind": "ServiceMonitor", "interval": "15s"}},
 		}},
@@ -72,6 +73,15 @@ func checkGateway(t *testing.T, r *rendered, d *appsv1.Deployment, vals map[stri
 		t.Error("no checksum/config annotation: a changed ConfigMap would not roll the replicas")
 	}
 	checkService(t, r, d, c, proxyPort, adminPort)
+	wantAffinity := corev1.ServiceAffinityNone
+	if svc, _ := vals["gateway"].(map[string]any)["service"].(map[string]any); svc != nil {
+		wantAffinity = corev1.ServiceAffinity(svc["sessionAffinity"].(string))
+	}
+	for _, s := range r.services {
+		if s.Name == d.Name && s.Spec.SessionAffinity != wantAffinity {
+			t.Errorf("Service %s sessionAffinity %q, want %q", s.Name, s.Spec.SessionAffinity, wantAffinity)
+		}
+	}
 	checkPDB(t, r, d)
 	checkSpread(t, d)
 	checkHPA(t, r, d, vals["gateway"].(map[string]any)["autoscaling"] != nil)
