@@ -329,3 +329,33 @@ func TestChartRejects(t *testing.T) {
 func selects(selector, set map[string]string) bool {
 	return len(selector) > 0 && labels.SelectorFromSet(selector).Matches(labels.Set(set))
 }
+
+// TestChartObjectives checks the SLO file the objectives values make: the
+// chart's default merged with the release's values, null removing a kind.
+func TestChartObjectives(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		vals map[string]any
+		want string
+	}{
+		{"defaults", nil, "default:\n  itl: 100ms\n  tpot: 80ms\n  ttft: 2s\n"},
+		{"merged", map[string]any{"objectives": map[string]any{
+			"default": map[string]any{"tpot": nil, "itl": "40ms"},
+			"models":  map[string]any{"qwen2.5:7b": map[string]any{"itl": 0}},
+		}}, "default:\n  itl: 40ms\n  ttft: 2s\nmodels:\n  qwen2.5:7b:\n    itl: 0\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := mustRenderChart(t, tc.vals, nil)
+			cm, ok := r.configMaps[fullname+"-slo"]
+			if !ok {
+				t.Fatalf("no ConfigMap %s-slo", fullname)
+			}
+			if got := cm.Data["slo.yaml"]; got != tc.want {
+				t.Errorf("slo.yaml:\n%s\nwant:\n%s", got, tc.want)
+			}
+			if err := checkSLOs([]byte(cm.Data["slo.yaml"])); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
