@@ -119,6 +119,6 @@ itlproxy/sidecar: "true"
 
 {{/* Labels of the objects Prometheus or Grafana pick up. */}}
 {{- define "itlproxy.withLabels" -}}
-{{- $labels := merge (dict) .extra (include "itlproxy.labels" .root | fromYaml) -}}
+{{- $labels := merge (dict) (.extra | default dict) (include "itlproxy.labels" .root | fromYaml) -}}
 {{- toYaml $labels -}}
 {{- end -}}
