@@ -27,8 +27,9 @@ type File struct {
 	Content []byte
 }
 
-// Generate returns the generated manifests, made from the sources in the
-// repository at root.
+// Generate returns the generated files, made from the sources in the
+// repository at root: the monitoring manifests and the Helm chart's copies
+// of the rules and dashboards.
 func Generate(root string) ([]File, error) {
 	rule, err := prometheusRule(root)
 	if err != nil {
@@ -38,10 +39,14 @@ func Generate(root string) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []File{
+	chart, err := chartFiles(root)
+	if err != nil {
+		return nil, err
+	}
+	return append([]File{
 		{Path: PrometheusRulePath, Content: rule},
 		{Path: DashboardsPath, Content: dashboards},
-	}, nil
+	}, chart...), nil
 }
 
 const ruleHeader = `# Code generated from ` + RulesPath + ` by go generate in

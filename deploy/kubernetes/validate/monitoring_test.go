@@ -11,11 +11,14 @@ import (
 	"slices"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
-// TestGeneratedFilesUpToDate fails when a generated manifest differs from
-// what its sources make now.
+// TestGeneratedFilesUpToDate fails when a generated file differs from
+// what its sources make now, or the chart holds a dashboard that has no
+// source any more.
 func TestGeneratedFilesUpToDate(t *testing.T) {
 	files, err := Generate(repoRoot)
 	if err != nil {
@@ -30,6 +33,13 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 			t.Errorf("%s is out of date with its sources: run `go generate` in deploy/kubernetes/validate", f.Path)
 		}
 	}
+	stale, err := Stale(repoRoot, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range stale {
+		t.Errorf("%s is a copy of no source: run `go generate` in deploy/kubernetes/validate", p)
+	}
 }
 
 // TestMonitoringMatchesSources checks what the monitoring kustomization
@@ -42,7 +52,18 @@ func TestMonitoringMatchesSources(t *testing.T) {
 	if len(r.rules) != 1 {
 		t.Fatalf("%d PrometheusRules, want 1", len(r.rules))
 	}
-	rule := r.rules[0]
+	checkRuleMatchesSource(t, r.rules[0])
+	cm, ok := r.configMaps[dashboardsConfigMap]
+	if !ok {
+		t.Fatalf("no ConfigMap %s", dashboardsConfigMap)
+	}
+	checkDashboardsMatchSources(t, cm)
+}
+
+// checkRuleMatchesSource wants rule labelled for kube-prometheus-stack's
+// rule selector and its groups to be rules.yaml's groups.
+func checkRuleMatchesSource(t *testing.T, rule *monitoringv1.PrometheusRule) {
+	t.Helper()
 	if rule.Labels["release"] == "" {
 		t.Error("the PrometheusRule has no release label for kube-prometheus-stack's rule selector")
 	}
@@ -70,11 +91,12 @@ func TestMonitoringMatchesSources(t *testing.T) {
 	if where := firstDifference("groups", got, want.Groups); where != "" {
 		t.Errorf("the PrometheusRule's groups differ from %s at %s", RulesPath, where)
 	}
+}
 
-	cm, ok := r.configMaps[dashboardsConfigMap]
-	if !ok {
-		t.Fatalf("no ConfigMap %s", dashboardsConfigMap)
-	}
+// checkDashboardsMatchSources wants cm labelled for Grafana's sidecar and
+// holding each dashboards/*.json byte for byte, and nothing else.
+func checkDashboardsMatchSources(t *testing.T, cm *corev1.ConfigMap) {
+	t.Helper()
 	if cm.Labels["grafana_dashboard"] != "1" {
 		t.Errorf("ConfigMap %s labels %v: want grafana_dashboard: \"1\" for Grafana's sidecar", cm.Name, cm.Labels)
 	}

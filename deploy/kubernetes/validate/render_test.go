@@ -12,7 +12,9 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -49,6 +51,37 @@ type rendered struct {
 	configMaps  map[string]*corev1.ConfigMap
 	podMonitors []*monitoringv1.PodMonitor
 	rules       []*monitoringv1.PrometheusRule
+	// Only the Helm chart renders these.
+	serviceMonitors []*monitoringv1.ServiceMonitor
+	pdbs            []*policyv1.PodDisruptionBudget
+	hpas            []*autoscalingv2.HorizontalPodAutoscaler
+}
+
+func newRendered() *rendered {
+	return &rendered{configMaps: map[string]*corev1.ConfigMap{}}
+}
+
+// add files obj under its type.
+func (r *rendered) add(obj runtime.Object) {
+	r.objects = append(r.objects, obj)
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		r.deployments = append(r.deployments, o)
+	case *corev1.Service:
+		r.services = append(r.services, o)
+	case *corev1.ConfigMap:
+		r.configMaps[o.Name] = o
+	case *monitoringv1.PodMonitor:
+		r.podMonitors = append(r.podMonitors, o)
+	case *monitoringv1.PrometheusRule:
+		r.rules = append(r.rules, o)
+	case *monitoringv1.ServiceMonitor:
+		r.serviceMonitors = append(r.serviceMonitors, o)
+	case *policyv1.PodDisruptionBudget:
+		r.pdbs = append(r.pdbs, o)
+	case *autoscalingv2.HorizontalPodAutoscaler:
+		r.hpas = append(r.hpas, o)
+	}
 }
 
 // kustomizations lists the directories under deploy/kubernetes that hold a
@@ -105,7 +138,7 @@ func render(t *testing.T, dir string) *rendered {
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", dir, err)
 	}
-	out := &rendered{configMaps: map[string]*corev1.ConfigMap{}}
+	out := newRendered()
 	for _, r := range resources.Resources() {
 		data, err := r.MarshalJSON()
 		if err != nil {
@@ -116,19 +149,7 @@ func render(t *testing.T, dir string) *rendered {
 			t.Errorf("%s: %s %s: %v", dir, r.GetKind(), r.GetName(), err)
 			continue
 		}
-		out.objects = append(out.objects, obj)
-		switch o := obj.(type) {
-		case *appsv1.Deployment:
-			out.deployments = append(out.deployments, o)
-		case *corev1.Service:
-			out.services = append(out.services, o)
-		case *corev1.ConfigMap:
-			out.configMaps[o.Name] = o
-		case *monitoringv1.PodMonitor:
-			out.podMonitors = append(out.podMonitors, o)
-		case *monitoringv1.PrometheusRule:
-			out.rules = append(out.rules, o)
-		}
+		out.add(obj)
 	}
 	if t.Failed() {
 		t.FailNow()

@@ -60,17 +60,31 @@ func checkSidecar(t *testing.T, r *rendered, d *appsv1.Deployment) {
 	if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("itlproxy restartPolicy = %s, want Always (a native sidecar)", deref(c.RestartPolicy))
 	}
+	env, proxyPort, adminPort := checkContainer(t, r, pod, c)
+	checkUpstream(t, pod, env["ITLPROXY_UPSTREAM_URL"])
+	checkService(t, r, d, c, proxyPort, adminPort)
+	checkPodMonitor(t, r, d, c, adminPort)
+}
+
+// checkContainer checks what the itlproxy container c of pod must be
+// wherever it runs (the sidecar, the chart's gateway): a pinned image, a
+// proxy and an admin port it listens on, probes on the admin port, the
+// locked-down security context, resources, a shutdown that fits the grace
+// period, an SLO file from a rendered ConfigMap and a session header. It
+// returns the container's effective environment and its two ports.
+func checkContainer(t *testing.T, r *rendered, pod corev1.PodSpec, c corev1.Container) (env map[string]string, proxyPort, adminPort int32) {
+	t.Helper()
 	checkImage(t, c.Image)
 
 	ports := map[string]int32{}
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	proxyPort, adminPort := ports["proxy"], ports["admin"]
+	proxyPort, adminPort = ports["proxy"], ports["admin"]
 	if proxyPort == 0 || adminPort == 0 {
 		t.Fatalf("itlproxy ports %v: want one named proxy and one named admin", c.Ports)
 	}
-	env := effectiveEnv(t, r, c)
+	env = effectiveEnv(t, r, c)
 	checkListen(t, env, "ITLPROXY_LISTEN_ADDR", proxyPort)
 	checkListen(t, env, "ITLPROXY_ADMIN_ADDR", adminPort)
 	checkProbe(t, "readiness", c.ReadinessProbe, "/readyz", c, adminPort)
@@ -82,9 +96,7 @@ func checkSidecar(t *testing.T, r *rendered, d *appsv1.Deployment) {
 	if env["ITLPROXY_SESSION_HEADER"] == "" {
 		t.Error("ITLPROXY_SESSION_HEADER is not set")
 	}
-	checkUpstream(t, pod, env["ITLPROXY_UPSTREAM_URL"])
-	checkService(t, r, d, c, proxyPort)
-	checkPodMonitor(t, r, d, c, adminPort)
+	return env, proxyPort, adminPort
 }
 
 // deref shows what p points to, or "unset".
@@ -268,14 +280,21 @@ func checkSLOFile(t *testing.T, r *rendered, pod corev1.PodSpec, c corev1.Contai
 // objectives and sloFile are the shape of the SLO file (README,
 // "Objectives"), decoded with unknown keys refused as itlproxy does.
 type objectives struct {
-	TTFT string `yaml:"ttft"`
-	ITL  string `yaml:"itl"`
-	TPOT string `yaml:"tpot"`
+	TTFT   string `yaml:"ttft"`
+	ITL    string `yaml:"itl"`
+	TPOT   string `yaml:"tpot"`
+	MaxGap string `yaml:"max_gap"`
+}
+
+type class struct {
+	objectives `yaml:",inline"`
+	Models     map[string]objectives `yaml:"models"`
 }
 
 type sloFile struct {
 	Default objectives            `yaml:"default"`
 	Models  map[string]objectives `yaml:"models"`
+	Classes map[string]class      `yaml:"classes"`
 }
 
 func checkSLOs(data []byte) error {
@@ -289,8 +308,14 @@ func checkSLOs(data []byte) error {
 	for _, o := range f.Models {
 		all = append(all, o)
 	}
+	for _, c := range f.Classes {
+		all = append(all, c.objectives)
+		for _, o := range c.Models {
+			all = append(all, o)
+		}
+	}
 	for _, o := range all {
-		for _, v := range []string{o.TTFT, o.ITL, o.TPOT} {
+		for _, v := range []string{o.TTFT, o.ITL, o.TPOT, o.MaxGap} {
 			if d, err := time.ParseDuration(v); v != "" && v != "0" && (err != nil || d < 0) {
 				return fmt.Errorf("%q is not a duration of zero or more (e.g. 500ms)", v)
 			}
@@ -336,12 +361,17 @@ func flagValue(words []string, name string) (string, bool) {
 }
 
 // checkService wants the Services in front of the pods to send traffic to
-// itlproxy's proxy port.
-func checkService(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.Container, proxyPort int32) {
+// itlproxy's proxy port. The one exception is a headless Service of the
+// admin port alone, which a ServiceMonitor uses to find the pods to scrape
+// (clients resolve no address through it).
+func checkService(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.Container, proxyPort, adminPort int32) {
 	t.Helper()
 	n := 0
 	for _, s := range r.services {
 		if len(s.Spec.Selector) == 0 || !labels.SelectorFromSet(s.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
+			continue
+		}
+		if s.Spec.ClusterIP == corev1.ClusterIPNone && !slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return portNumber(c, p.TargetPort) != adminPort }) {
 			continue
 		}
 		n++
