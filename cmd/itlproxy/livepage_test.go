@@ -120,10 +120,12 @@ func TestLivePageInChromium(t *testing.T) {
 // TestLivePageBudget renders the page with the recorder full (1,000
 // streams, each slowest one with a full timeline) and the registry holding
 // many models: the page stays within its size and render-time budget.
+// The render time is the best of three, so that a busy machine's pauses
+// fall outside it; about 30 ms here, on two shared cores.
 func TestLivePageBudget(t *testing.T) {
 	const (
 		maxBytes  = 256 << 10
-		maxRender = 250 * time.Millisecond
+		maxRender = 100 * time.Millisecond * raceSlowdown
 	)
 	reg := prometheus.NewRegistry()
 	rec, err := metrics.New(reg, metrics.Options{MaxModels: 32})
@@ -156,10 +158,14 @@ func TestLivePageBudget(t *testing.T) {
 			s.history.add(now.Add(-time.Minute))
 		}
 	}
-	start := time.Now()
-	w := httptest.NewRecorder()
-	s.livePage(w, httptest.NewRequest(http.MethodGet, "/", nil))
-	took := time.Since(start)
+	var w *httptest.ResponseRecorder
+	took := time.Hour
+	for range 3 {
+		start := time.Now()
+		w = httptest.NewRecorder()
+		s.livePage(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		took = min(took, time.Since(start))
+	}
 	body, _ := io.ReadAll(w.Result().Body)
 	t.Logf("%d bytes in %v", len(body), took)
 	if w.Code != http.StatusOK {
