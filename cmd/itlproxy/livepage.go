@@ -77,12 +77,14 @@ type pageBar struct {
 }
 
 type pageData struct {
-	Now       string
-	Refresh   int
-	Models    []pageModel
-	Slowest   []pageStream
-	Stall     string
-	Recording string
+	Now     string
+	Refresh int
+	Models  []pageModel
+	Slowest []pageStream
+	// SlowestTTFT are the slowest to their first token, not drawn.
+	SlowestTTFT []pageStream
+	Stall       string
+	Recording   string
 }
 
 // livePage answers GET /.
@@ -113,6 +115,9 @@ func (s *server) pageData(now time.Time) pageData {
 	d.Models = s.pageModels(now)
 	for _, e := range s.recorder.Slowest(recorder.ByLongestGap, pageSlowest) {
 		d.Slowest = append(d.Slowest, s.drawStream(e))
+	}
+	for _, e := range s.recorder.Slowest(recorder.ByTTFT, pageSlowest) {
+		d.SlowestTTFT = append(d.SlowestTTFT, pageStream{Entry: e, Link: streamLink(e), TTFT: e.TTFT.Round(time.Millisecond).String()})
 	}
 	return d
 }
@@ -172,12 +177,15 @@ func formatWindow(label string, full time.Duration, w window) pageWindow {
 	return pw
 }
 
+// streamLink is the address of e's JSON.
+func streamLink(e *recorder.Entry) string { return "/debug/streams/" + url.PathEscape(e.RequestID) }
+
 // drawStream draws e's timeline: a bar per recorded gap, as tall as the
 // gap is long next to the longest, stalls and objective breaches marked.
 func (s *server) drawStream(e *recorder.Entry) pageStream {
 	ps := pageStream{
 		Entry:   e,
-		Link:    "/debug/streams/" + url.PathEscape(e.RequestID),
+		Link:    streamLink(e),
 		TTFT:    "-",
 		Longest: e.LongestGap.Round(100 * time.Microsecond).String(),
 	}

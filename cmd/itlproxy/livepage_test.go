@@ -73,7 +73,8 @@ func TestLivePageInChromium(t *testing.T) {
 		scheduledUpstream{fixedSchedule(30*ms, 10*ms, 10*ms, 900*ms, 10*ms, 10*ms)},
 		scheduledUpstream{randomSchedule(20)}))
 	defer up.Close()
-	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_STALL_THRESHOLD": "500ms", "ITLPROXY_SLO_ITL": "30ms"})
+	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_STALL_THRESHOLD": "500ms",
+		"ITLPROXY_SLO_ITL": "30ms", "ITLPROXY_SLO_TTFT": "5s"})
 
 	models := []string{"m1", "m2", "m3"}
 	var stop atomic.Bool
@@ -93,6 +94,14 @@ func TestLivePageInChromium(t *testing.T) {
 		if !regexp.MustCompile(`<tr class="model" data-model="` + m + `"><td rowspan="2">` + m + `</td>`).MatchString(dom) {
 			t.Errorf("no row for model %s in the rendered page", m)
 		}
+	}
+	// Every stream is judged against the TTFT objective: each model's
+	// windows show attainment and goodput.
+	if n := len(regexp.MustCompile(`<td class="attainment">\d+\.\d% of \d+</td><td class="goodput">\d+\.\d tokens/s</td>`).FindAllString(dom, -1)); n != 2*len(models) {
+		t.Errorf("%d windows show attainment and goodput, want %d", n, 2*len(models))
+	}
+	if !strings.Contains(dom, `<table id="slowest-ttft">`) {
+		t.Error("no table of the slowest streams by TTFT")
 	}
 	i := strings.Index(dom, `data-request-id="req-stall"`)
 	if i < 0 {
