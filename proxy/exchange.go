@@ -10,6 +10,7 @@ import (
 
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/events"
+	"github.com/itlproxy/itlproxy/proxy/recorder"
 )
 
 // exchange follows one proxied request from its headers (t0) to the end of
@@ -46,6 +47,8 @@ type exchange struct {
 	// requestBody is the request body read to find the model, released
 	// when the response arrives.
 	requestBody *heldBody
+	// recorder records the stream when it ends (record.go); nil for none.
+	recorder *recorder.Recorder
 }
 
 type exchangeKey struct{}
@@ -93,6 +96,7 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 			ex.startStream()
 		}
 		ex.m.readEvents(ex.endpoint, maxEvent, !encoded)
+		ex.m.timeline = ex.recorder.Start()
 		if idle > 0 && ex.cancelUpstream != nil {
 			ex.m.idle = startIdleTimer(idle, ex.cancelUpstream)
 		}
@@ -145,6 +149,7 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 	e := ex.m.end(ex.code, ex.failure, clientGone)
 	if ex.m.stream != nil {
 		ex.m.stream.End(e.stream)
+		ex.record(e, end)
 	}
 	ex.rec.Tokens(ex.labels, e.usage.input, e.usage.output)
 	duration := end.Sub(ex.t0)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/events"
+	"github.com/itlproxy/itlproxy/proxy/recorder"
 	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
@@ -47,6 +48,9 @@ type Config struct {
 	// InjectUsage asks for usage on streaming chat and completions
 	// requests that do not, and takes it out of the response (inject.go).
 	InjectUsage bool
+	// Recorder, when not nil, records every stream as it ends, with its
+	// gap timeline (proxy/recorder).
+	Recorder *recorder.Recorder
 }
 
 // Proxy is the http.Handler of the proxy listener.

@@ -98,6 +98,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	// finish runs even when ReverseProxy aborts the response with
 	// http.ErrAbortHandler: a stream cut mid-way is recorded too.
 	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
+	ex.recorder = p.cfg.Recorder
 	ctx := r.Context()
 	// A measured route's body was read whole and is held; any other is
 	// still on its way from the client (duplex.go).

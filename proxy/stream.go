@@ -8,6 +8,7 @@ import (
 
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/events"
+	"github.com/itlproxy/itlproxy/proxy/recorder"
 )
 
 // meter measures one response as it passes: an event stream's events as
@@ -29,6 +30,8 @@ type meter struct {
 	tally   events.Tally
 	readErr error      // how reading ended: io.EOF, another error, or nil (never ended)
 	idle    *idleTimer // nil without an idle timeout
+	// timeline records the stream's gaps for the recorder; nil without one.
+	timeline *recorder.Timeline
 
 	body usage // a non-streamed response's usage, when it reported one
 }
@@ -112,6 +115,7 @@ func (m *meter) handleEvent(e events.Event) {
 		m.stream.FirstToken(m.now.Sub(m.t0))
 	} else {
 		m.stream.Gap(tok.Gap, tok.Tokens)
+		m.timeline.Gap(tok.Gap, tok.Tokens)
 	}
 	if tok.Tokens > 0 {
 		m.stream.EventTokens(tok.Tokens)

@@ -20,7 +20,7 @@ import (
 type config struct {
 	UpstreamURL string `env:"ITLPROXY_UPSTREAM_URL" help:"URL of the OpenAI-compatible server (http or https, optional base path). Required, except in demo mode."`
 	ListenAddr  string `env:"ITLPROXY_LISTEN_ADDR" envDefault:":8080" help:"Address of the proxy listener: proxied traffic only."`
-	AdminAddr   string `env:"ITLPROXY_ADMIN_ADDR" envDefault:":9090" help:"Address of the admin listener: /metrics, /healthz, /readyz."`
+	AdminAddr   string `env:"ITLPROXY_ADMIN_ADDR" envDefault:":9090" help:"Address of the admin listener: /metrics, /healthz, /readyz, the live page at / and /debug/streams."`
 
 	Models    []string `env:"ITLPROXY_MODELS" help:"Comma-separated allow-list of model label values; other models are labelled _other. Empty: any model, up to ITLPROXY_MAX_MODELS."`
 	MaxModels int      `env:"ITLPROXY_MAX_MODELS" envDefault:"32" help:"Distinct model label values kept when there is no allow-list; later models are labelled _other."`
@@ -67,6 +67,11 @@ type config struct {
 	SessionMax           int           `env:"ITLPROXY_SESSION_MAX" envDefault:"10000" help:"Most sessions the tracker remembers; the least recently seen are forgotten first."`
 	SessionTTL           time.Duration `env:"ITLPROXY_SESSION_TTL" envDefault:"30m" help:"A session idle this long is forgotten."`
 	SessionDegradeFactor float64       `env:"ITLPROXY_SESSION_DEGRADE_FACTOR" envDefault:"2" help:"A session counts as degraded when a stream's median gap exceeds this many times its baseline."`
+
+	RecorderStreams int           `env:"ITLPROXY_RECORDER_STREAMS" envDefault:"1000" help:"Stream recorder (/debug/streams and the page at / on the admin listener): how many of the streams that ended last it keeps. With ITLPROXY_RECORDER_SLOWEST=0, 0 turns it off."`
+	RecorderSlowest int           `env:"ITLPROXY_RECORDER_SLOWEST" envDefault:"100" help:"Stream recorder: how many of the slowest streams that ended within ITLPROXY_RECORDER_WINDOW it keeps, by longest gap and by TTFT (each)."`
+	RecorderWindow  time.Duration `env:"ITLPROXY_RECORDER_WINDOW" envDefault:"15m" help:"Stream recorder: the sliding window over which it ranks the slowest streams."`
+	RecorderMaxGaps int           `env:"ITLPROXY_RECORDER_MAX_GAPS" envDefault:"256" help:"Stream recorder: how many gaps of each stream it keeps one by one (16 bytes each); the rest are summed up (count, total, longest)."`
 
 	LogLevel  string `env:"ITLPROXY_LOG_LEVEL" envDefault:"info" help:"debug (one line per request), info, warn or error."`
 	LogFormat string `env:"ITLPROXY_LOG_FORMAT" envDefault:"json" help:"json or console."`

@@ -41,6 +41,10 @@ func TestConfigDefaults(t *testing.T) {
 		SessionMax:           10000,
 		SessionTTL:           30 * time.Minute,
 		SessionDegradeFactor: 2,
+		RecorderStreams:      1000,
+		RecorderSlowest:      100,
+		RecorderWindow:       15 * time.Minute,
+		RecorderMaxGaps:      256,
 		LogLevel:             "info",
 		LogFormat:            "json",
 		DemoClients:          6,
@@ -164,6 +168,17 @@ var configErrorCases = []struct {
 		name: "admin on the proxy port",
 		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_LISTEN_ADDR": "127.0.0.1:8080", "ITLPROXY_ADMIN_ADDR": ":8080"},
 		want: []string{`ITLPROXY_ADMIN_ADDR=":8080": must differ from ITLPROXY_LISTEN_ADDR: the proxy port serves only proxied traffic`},
+	},
+	{
+		name: "recorder bounds",
+		env: map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_RECORDER_STREAMS": "-1", "ITLPROXY_RECORDER_SLOWEST": "20000",
+			"ITLPROXY_RECORDER_WINDOW": "0s", "ITLPROXY_RECORDER_MAX_GAPS": "100000"},
+		want: []string{
+			`ITLPROXY_RECORDER_STREAMS="-1": must be between 0 and 100000`,
+			`ITLPROXY_RECORDER_SLOWEST="20000": must be between 0 and 10000`,
+			`ITLPROXY_RECORDER_MAX_GAPS="100000": must be between 0 and 65536`,
+			`ITLPROXY_RECORDER_WINDOW="0s": must be positive`,
+		},
 	},
 	{
 		name: "event bound too small",

@@ -47,6 +47,9 @@ func (s *server) runDemo(ctx context.Context, stdout io.Writer) error {
 	return s.run(ctx, func(proxyAddr, adminAddr net.Addr) func() {
 		loadCtx, cancel := context.WithCancel(ctx)
 		target := "http://" + loopback(proxyAddr)
+		if s.recorder != nil {
+			fmt.Fprintf(stdout, "live page: http://%s/ (open it in a browser)\n", loopback(adminAddr))
+		}
 		fmt.Fprintf(stdout, "itlproxy demo: proxy on %s, simulated upstream on %s, %d clients\n", target, simLn.Addr(), s.cfg.DemoClients)
 		fmt.Fprintf(stdout, "metrics: curl -s http://%s/metrics | grep itlproxy_\n", loopback(adminAddr))
 		fmt.Fprintf(stdout, "try:     curl -N %s/v1/chat/completions -d '{\"model\":%q,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'\n\n",

@@ -23,6 +23,7 @@ import (
 
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy"
+	"github.com/itlproxy/itlproxy/proxy/recorder"
 	"github.com/itlproxy/itlproxy/proxy/transport"
 )
 
@@ -87,7 +88,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return err
 	}
 
-	srv := &server{cfg: cfg, log: log, reg: reg, rec: rec}
+	srv := &server{cfg: cfg, log: log, reg: reg, rec: rec, recorder: newRecorder(cfg)}
 	if demo {
 		return srv.runDemo(ctx, stdout)
 	}
@@ -129,6 +130,11 @@ type server struct {
 	reg   *prometheus.Registry
 	rec   *metrics.Metrics
 	ready atomic.Bool
+	// recorder keeps recent streams for /debug/streams and the page at /;
+	// nil when off.
+	recorder *recorder.Recorder
+	// history is the registry's recent samples, for the live page.
+	history *history
 }
 
 // run serves until ctx is canceled, then shuts down gracefully. started,
@@ -171,6 +177,10 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		Handler:           s.adminRoutes(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          httpLog,
+	}
+	if s.recorder != nil {
+		s.history = &history{g: s.reg}
+		go s.history.run(ctx)
 	}
 	serve := s.listenProtocols(proxySrv, &proxyLn)
 	serveErr := make(chan error, 2)
@@ -217,6 +227,7 @@ func (s *server) newProxy(upstream *url.URL) *proxy.Proxy {
 		ClassHeader:       s.cfg.ClassHeader,
 		TenantHeader:      s.cfg.TenantHeader,
 		InjectUsage:       s.cfg.InjectUsage,
+		Recorder:          s.recorder,
 	}, s.rec, s.log.Named("proxy"))
 }
 
@@ -287,6 +298,7 @@ func (s *server) adminRoutes() http.Handler {
 		}
 		_, _ = io.WriteString(w, "ready\n")
 	})
+	s.streamRoutes(r)
 	if s.cfg.Pprof {
 		// Only here, on the admin listener, and only when asked: profiles
 		// reveal internals, and the proxy port serves nothing of its own.

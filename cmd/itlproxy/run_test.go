@@ -29,6 +29,9 @@ func TestDemoExportsITL(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if first, _, _ := strings.Cut(in.stdout.String(), "\n"); !strings.HasPrefix(first, "live page: http://"+in.admin+"/ ") {
+		t.Errorf("the demo's first line is %q, not the live page's address", first)
+	}
 	deadline = time.Now().Add(demoTableEvery + 3*time.Second)
 	for !strings.Contains(in.stdout.String(), "ITL p50") {
 		if time.Now().After(deadline) {

@@ -31,6 +31,7 @@ func (c config) validate(demo bool) []problem {
 	c.validateDurations(add)
 	c.validateSessions(add)
 	c.validateLogging(add)
+	c.validateRecorder(add)
 	return ps
 }
 
@@ -146,6 +147,26 @@ func (c config) validateLogging(add func(key, value, why string)) {
 	}
 	if c.DemoClients < 0 {
 		add("ITLPROXY_DEMO_CLIENTS", strconv.Itoa(c.DemoClients), "must not be negative")
+	}
+}
+
+// validateRecorder checks the stream recorder's bounds, which bound its
+// memory.
+func (c config) validateRecorder(add func(key, value, why string)) {
+	for _, n := range []struct {
+		key      string
+		n, limit int
+	}{
+		{"ITLPROXY_RECORDER_STREAMS", c.RecorderStreams, 100000},
+		{"ITLPROXY_RECORDER_SLOWEST", c.RecorderSlowest, 10000},
+		{"ITLPROXY_RECORDER_MAX_GAPS", c.RecorderMaxGaps, 65536},
+	} {
+		if n.n < 0 || n.n > n.limit {
+			add(n.key, strconv.Itoa(n.n), fmt.Sprintf("must be between 0 and %d", n.limit))
+		}
+	}
+	if c.RecorderWindow <= 0 {
+		add("ITLPROXY_RECORDER_WINDOW", c.RecorderWindow.String(), "must be positive")
 	}
 }
 

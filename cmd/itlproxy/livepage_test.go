@@ -1,0 +1,195 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/itlproxy/itlproxy/internal/testenv"
+	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/recorder"
+)
+
+// chromiumDOM loads url in headless Chromium and returns the DOM it
+// rendered; it saves a screenshot of the page as a test artifact, in
+// $ITLPROXY_TEST_ARTIFACTS when set (CI keeps it), else in a temporary
+// directory.
+func chromiumDOM(t *testing.T, url string) string {
+	t.Helper()
+	bin := testenv.LookPath(t, "chromium", "sudo apt-get install -y chromium")
+	profile := t.TempDir()
+	flags := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=" + profile}
+	chromium := func(args ...string) []byte {
+		cmd := exec.Command(bin, append(flags, args...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("chromium %v: %v\n%s", args, err, stderr.String())
+		}
+		return out
+	}
+	dom := string(chromium("--dump-dom", url))
+	dir := os.Getenv("ITLPROXY_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shot := filepath.Join(dir, "livepage.png")
+	chromium("--window-size=1280,1600", "--screenshot="+shot, url)
+	if fi, err := os.Stat(shot); err != nil || fi.Size() == 0 {
+		t.Errorf("no screenshot at %s: %v", shot, err)
+	} else {
+		t.Logf("screenshot: %s (%d bytes)", shot, fi.Size())
+	}
+	return dom
+}
+
+// TestLivePageInChromium loads the live page of a proxy under load in a
+// real browser: each model's row, the slow stream the test injects and
+// its stall mark at the right gap must be in the DOM Chromium rendered.
+func TestLivePageInChromium(t *testing.T) {
+	if _, err := exec.LookPath("chromium"); err != nil {
+		testenv.LookPath(t, "chromium", "sudo apt-get install -y chromium")
+	}
+	// The stall: the third gap, before token 4, 900ms against a 500ms
+	// threshold.
+	up := httptest.NewServer(withStallFor("req-stall",
+		scheduledUpstream{fixedSchedule(30*ms, 10*ms, 10*ms, 900*ms, 10*ms, 10*ms)},
+		scheduledUpstream{randomSchedule(20)}))
+	defer up.Close()
+	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_STALL_THRESHOLD": "500ms",
+		"ITLPROXY_SLO_ITL": "30ms", "ITLPROXY_SLO_TTFT": "5s"})
+
+	models := []string{"m1", "m2", "m3"}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			for n := 0; !stop.Load(); n++ {
+				stream(t, in.proxy, models[(i+n)%len(models)], fmt.Sprintf("load-%d-%d", i, n))
+			}
+		})
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	stream(t, in.proxy, "m2", "req-stall")
+
+	dom := chromiumDOM(t, "http://"+in.admin+"/")
+	for _, m := range models {
+		if !regexp.MustCompile(`<tr class="model" data-model="` + m + `"><td rowspan="2">` + m + `</td>`).MatchString(dom) {
+			t.Errorf("no row for model %s in the rendered page", m)
+		}
+	}
+	// Every stream is judged against the TTFT objective: each model's
+	// windows show attainment and goodput.
+	if n := len(regexp.MustCompile(`<td class="attainment">\d+\.\d% of \d+</td><td class="goodput">\d+\.\d tokens/s</td>`).FindAllString(dom, -1)); n != 2*len(models) {
+		t.Errorf("%d windows show attainment and goodput, want %d", n, 2*len(models))
+	}
+	if !strings.Contains(dom, `<table id="slowest-ttft">`) {
+		t.Error("no table of the slowest streams by TTFT")
+	}
+	i := strings.Index(dom, `data-request-id="req-stall"`)
+	if i < 0 {
+		t.Fatalf("the stalled stream is not among the slowest:\n%s", dom)
+	}
+	slow := dom[i:]
+	slow = slow[:strings.Index(slow, "</svg>")]
+	for _, want := range []string{
+		`<a href="/debug/streams/req-stall">req-stall</a>`,
+		`<span class="stall-mark">stall at gap 3</span>`,
+		`<rect class="stall" data-gap="3"`,
+	} {
+		if !strings.Contains(slow, want) {
+			t.Errorf("the stalled stream's entry lacks %s:\n%s", want, slow)
+		}
+	}
+	if n := strings.Count(slow, "<rect"); n != 5 {
+		t.Errorf("%d bars for 5 gaps", n)
+	}
+	if strings.Contains(dom, "<script") || regexp.MustCompile(`(src|href)="(https?:)?//`).MatchString(dom) {
+		t.Error("the page has a script or an external asset")
+	}
+}
+
+// TestLivePageBudget renders the page with the recorder full (1,000
+// streams, each slowest one with a full timeline) and the registry holding
+// many models: the page stays within its size and render-time budget.
+// The render time is the best of three, so that a busy machine's pauses
+// fall outside it; about 30 ms here, on two shared cores.
+func TestLivePageBudget(t *testing.T) {
+	const (
+		maxBytes  = 256 << 10
+		maxRender = 100 * time.Millisecond * raceSlowdown
+	)
+	reg := prometheus.NewRegistry()
+	rec, err := metrics.New(reg, metrics.Options{MaxModels: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(map[string]string{"ITLPROXY_UPSTREAM_URL": "http://127.0.0.1:1", "ITLPROXY_SLO_ITL": "20ms"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cfg: cfg, log: zap.NewNop(), reg: reg, rec: rec, recorder: newRecorder(cfg)}
+	s.history = &history{g: reg}
+	now := time.Now()
+	for i := range 1000 {
+		model := fmt.Sprintf("model-%02d", i%32)
+		l := rec.Labels(model, metrics.EndpointChatCompletions)
+		st := rec.StartStream(l, metrics.IDs{Request: fmt.Sprint(i)})
+		tl := s.recorder.Start()
+		st.FirstToken(50 * time.Millisecond)
+		for g := range 300 {
+			d := time.Duration(5+g%7+i%50) * time.Millisecond
+			st.Gap(d, 1)
+			tl.Gap(d, 1)
+		}
+		st.End(metrics.StreamEnd{Outcome: metrics.OutcomeCompleted, TPOT: -1, OutputTokens: 301})
+		rec.Request(l, true, 200, time.Second)
+		s.recorder.Record(tl, recorder.Stream{RequestID: fmt.Sprintf("request-%04d", i), Model: model, Outcome: metrics.OutcomeCompleted,
+			Start: now.Add(-time.Second), Duration: time.Second, TTFT: 50 * time.Millisecond, TPOT: -1, OutputTokens: 301})
+		if i == 0 {
+			s.history.add(now.Add(-time.Minute))
+		}
+	}
+	var w *httptest.ResponseRecorder
+	took := time.Hour
+	for range 3 {
+		start := time.Now()
+		w = httptest.NewRecorder()
+		s.livePage(w, httptest.NewRequest(http.MethodGet, "/", nil))
+		took = min(took, time.Since(start))
+	}
+	body, _ := io.ReadAll(w.Result().Body)
+	t.Logf("%d bytes in %v", len(body), took)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, body)
+	}
+	if len(body) > maxBytes {
+		t.Errorf("%d bytes, over the budget of %d", len(body), maxBytes)
+	}
+	if took > maxRender {
+		t.Errorf("rendered in %v, over the budget of %v", took, maxRender)
+	}
+	if got := strings.Count(string(body), `class="stream"`); got != pageSlowest {
+		t.Errorf("%d streams drawn, want %d", got, pageSlowest)
+	}
+	if got := strings.Count(string(body), `class="model"`); got != 2*32 {
+		t.Errorf("%d model rows, want 2 for each of 32 models", got)
+	}
+}

@@ -1,0 +1,71 @@
+package recorder
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// entryJSON is an Entry as /debug/streams shows it: durations in seconds,
+// null when unknown.
+type entryJSON struct {
+	RequestID    string    `json:"request_id"`
+	SessionID    string    `json:"session_id,omitempty"`
+	TraceID      string    `json:"trace_id,omitempty"`
+	Model        string    `json:"model"`
+	Endpoint     string    `json:"endpoint"`
+	Tenant       string    `json:"tenant"`
+	Class        string    `json:"class"`
+	Start        time.Time `json:"start"`
+	Duration     float64   `json:"duration_seconds"`
+	Outcome      string    `json:"outcome"`
+	TTFT         *float64  `json:"ttft_seconds"`
+	TPOT         *float64  `json:"tpot_seconds"`
+	OutputTokens *int64    `json:"output_tokens"`
+	Gaps         int       `json:"gaps"`
+	LongestGap   float64   `json:"longest_gap_seconds"`
+	LongestGapAt int       `json:"longest_gap_index"`
+	Timeline     []gapJSON `json:"timeline"`
+	Rest         *restJSON `json:"rest,omitempty"`
+}
+
+type gapJSON struct {
+	Seconds float64 `json:"seconds"`
+	Tokens  int32   `json:"tokens,omitempty"`
+}
+
+type restJSON struct {
+	Gaps    int     `json:"gaps"`
+	Total   float64 `json:"total_seconds"`
+	Longest float64 `json:"longest_seconds"`
+	Tokens  int64   `json:"tokens,omitempty"`
+}
+
+// MarshalJSON writes the entry with its whole recorded timeline.
+func (e *Entry) MarshalJSON() ([]byte, error) {
+	j := entryJSON{
+		RequestID: e.RequestID, SessionID: e.SessionID, TraceID: e.TraceID,
+		Model: e.Model, Endpoint: e.Endpoint, Tenant: e.Tenant, Class: e.Class,
+		Start: e.Start.UTC(), Duration: e.Duration.Seconds(), Outcome: e.Outcome,
+		TTFT: known(e.TTFT), TPOT: known(e.TPOT),
+		Gaps: e.Gaps, LongestGap: e.LongestGap.Seconds(), LongestGapAt: e.LongestGapAt,
+		Timeline: make([]gapJSON, len(e.Timeline)),
+	}
+	if e.OutputTokens >= 0 {
+		j.OutputTokens = &e.OutputTokens
+	}
+	for i, g := range e.Timeline {
+		j.Timeline[i] = gapJSON{Seconds: g.Length.Seconds(), Tokens: g.Tokens}
+	}
+	if e.Rest.Gaps > 0 {
+		j.Rest = &restJSON{Gaps: e.Rest.Gaps, Total: e.Rest.Total.Seconds(), Longest: e.Rest.Longest.Seconds(), Tokens: e.Rest.Tokens}
+	}
+	return json.Marshal(j)
+}
+
+func known(d time.Duration) *float64 {
+	if d < 0 {
+		return nil
+	}
+	s := d.Seconds()
+	return &s
+}

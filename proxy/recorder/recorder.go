@@ -1,0 +1,200 @@
+// Package recorder keeps a bounded, in-memory record of recent streams,
+// so that a request id seen in an exemplar leads to the stream behind it:
+// the last streams that ended and, over a sliding window, the slowest by
+// longest gap and by time to first token, each with its gap timeline.
+//
+// Memory is bounded by construction: a fixed number of entries, each with
+// at most Options.MaxGaps gaps and ids cut to MaxIDBytes. Only what the
+// proxy measured is kept: never a prompt, a completion or a header.
+package recorder
+
+import (
+	"slices"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Options bound a Recorder.
+type Options struct {
+	// Last is how many of the streams that ended last are kept.
+	Last int
+	// Slowest is how many streams each ranking keeps: by longest gap, and
+	// by time to first token, among those that ended within Window.
+	Slowest int
+	Window  time.Duration
+	// MaxGaps is how many gaps of a stream are kept one by one; the rest
+	// are summarized (Rest).
+	MaxGaps int
+}
+
+// MaxIDBytes bounds each id and label the recorder keeps.
+const MaxIDBytes = 128
+
+// Stream is what the proxy knows of a stream when it ends.
+type Stream struct {
+	RequestID, SessionID, TraceID  string
+	Model, Endpoint, Tenant, Class string
+	Start                          time.Time
+	Duration                       time.Duration
+	Outcome                        string
+	// TTFT and TPOT are -1 when unknown; OutputTokens too.
+	TTFT, TPOT   time.Duration
+	OutputTokens int64
+}
+
+// Entry is one recorded stream. It is never changed once recorded.
+type Entry struct {
+	Stream
+	// Gaps counts every gap; Timeline holds the first Options.MaxGaps,
+	// and Rest sums up the others.
+	Gaps int
+	// LongestGap is the longest gap, LongestGapAt its index from 1 (the
+	// gap that ends the token at position LongestGapAt+1).
+	LongestGap   time.Duration
+	LongestGapAt int
+	Timeline     []Gap
+	Rest         Rest
+}
+
+// End is when the stream ended.
+func (e *Entry) End() time.Time { return e.Start.Add(e.Duration) }
+
+// Recorder is the record. Its methods are safe for concurrent use.
+type Recorder struct {
+	opts Options
+	pool sync.Pool
+	now  func() time.Time
+
+	mu     sync.Mutex
+	last   []*Entry // a ring of up to opts.Last entries
+	next   int      // where the next entry goes in last
+	byGap  ranking
+	byTTFT ranking
+}
+
+// New returns an empty recorder bounded by o.
+func New(o Options) *Recorder {
+	r := &Recorder{opts: o, now: time.Now, last: make([]*Entry, 0, o.Last)}
+	r.pool.New = func() any { return &Timeline{gaps: make([]Gap, 0, o.MaxGaps)} }
+	r.byGap = ranking{max: o.Slowest, key: func(e *Entry) time.Duration { return e.LongestGap }}
+	r.byTTFT = ranking{max: o.Slowest, key: func(e *Entry) time.Duration { return e.TTFT }}
+	return r
+}
+
+// Options returns the recorder's bounds.
+func (r *Recorder) Options() Options { return r.opts }
+
+// Start returns a timeline for a stream that begins; Record gives it back.
+// A nil Recorder returns nil.
+func (r *Recorder) Start() *Timeline {
+	if r == nil {
+		return nil
+	}
+	return r.pool.Get().(*Timeline)
+}
+
+// Record records a stream that ended, with its timeline t (nil when it
+// had no event stream), and takes t back.
+func (r *Recorder) Record(t *Timeline, s Stream) {
+	if r == nil {
+		return
+	}
+	for _, f := range []*string{&s.RequestID, &s.SessionID, &s.TraceID, &s.Model, &s.Endpoint, &s.Tenant, &s.Class, &s.Outcome} {
+		if len(*f) > MaxIDBytes {
+			*f = (*f)[:MaxIDBytes]
+		}
+	}
+	e := &Entry{Stream: s}
+	if t != nil {
+		e.Gaps, e.LongestGap, e.LongestGapAt, e.Rest = t.count, t.longest, t.longestAt, t.rest
+		e.Timeline = slices.Clone(t.gaps)
+		t.reset()
+		r.pool.Put(t)
+	}
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.opts.Last > 0 {
+		if len(r.last) < r.opts.Last {
+			r.last = append(r.last, e)
+		} else {
+			r.last[r.next] = e
+		}
+		r.next = (r.next + 1) % r.opts.Last
+	}
+	since := now.Add(-r.opts.Window)
+	if e.Gaps > 0 {
+		r.byGap.offer(e, since)
+	}
+	if e.TTFT >= 0 {
+		r.byTTFT.offer(e, since)
+	}
+}
+
+// ranking keeps up to max entries with the largest key among those that
+// ended after a moving instant.
+type ranking struct {
+	max     int
+	key     func(*Entry) time.Duration
+	entries []*Entry
+}
+
+// offer drops the entries that ended before since, then keeps e if it
+// ranks.
+func (k *ranking) offer(e *Entry, since time.Time) {
+	k.expire(since)
+	if k.max <= 0 {
+		return
+	}
+	if len(k.entries) < k.max {
+		k.entries = append(k.entries, e)
+		return
+	}
+	low := 0
+	for i, o := range k.entries {
+		if k.key(o) < k.key(k.entries[low]) {
+			low = i
+		}
+	}
+	if k.key(e) > k.key(k.entries[low]) {
+		k.entries[low] = e
+	}
+}
+
+func (k *ranking) expire(since time.Time) {
+	k.entries = slices.DeleteFunc(k.entries, func(e *Entry) bool { return e.End().Before(since) })
+}
+
+// sorted returns the ranking's entries that ended after since, largest
+// key first.
+func (k *ranking) sorted(since time.Time) []*Entry {
+	k.expire(since)
+	out := slices.Clone(k.entries)
+	slices.SortStableFunc(out, func(a, b *Entry) int { return cmpDesc(k.key(a), k.key(b)) })
+	return out
+}
+
+func cmpDesc(a, b time.Duration) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
+}
+
+// MemoryBound is the most memory a recorder bounded by o holds, in bytes:
+// every entry it can keep (the last ones, and the two rankings' when none
+// is also among the last) at its largest, ids and timeline full. Each
+// stream in flight holds one more timeline, from the pool. Go's
+// allocator rounds each object up to its size class, which wastes at most
+// an eighth of it: the bound adds that eighth.
+func (o Options) MemoryBound() int64 {
+	perEntry := int64(unsafe.Sizeof(Entry{})) + // the entry
+		8*MaxIDBytes + // its ids and labels, each cut to MaxIDBytes
+		int64(o.MaxGaps)*int64(unsafe.Sizeof(Gap{})) + // its timeline
+		3*int64(unsafe.Sizeof(uintptr(0))) // a slot in the ring and in each ranking
+	return int64(o.Last+2*o.Slowest) * perEntry * 9 / 8
+}

@@ -1,0 +1,55 @@
+package recorder
+
+import "time"
+
+// Gap is one gap between consecutive token-bearing events: its length,
+// and the tokens the event that ends it carried (0 when the upstream does
+// not say per event).
+type Gap struct {
+	Length time.Duration
+	Tokens int32
+}
+
+// Rest summarizes the gaps past a timeline's cap.
+type Rest struct {
+	Gaps    int
+	Total   time.Duration
+	Longest time.Duration
+	Tokens  int64
+}
+
+// Timeline is one stream's gaps as they happen. Its gap buffer is
+// allocated once, at its cap, and reused from stream to stream through
+// the recorder's pool: recording a gap never allocates. A nil Timeline
+// records nothing. It is used by one goroutine at a time.
+type Timeline struct {
+	gaps      []Gap // len ≤ cap, the cap is Options.MaxGaps
+	count     int   // every gap, kept or summarized
+	longest   time.Duration
+	longestAt int // the longest gap's index, from 1
+	rest      Rest
+}
+
+// Gap records a gap of d ending with an event of tokens tokens.
+func (t *Timeline) Gap(d time.Duration, tokens int64) {
+	if t == nil {
+		return
+	}
+	t.count++
+	if d > t.longest {
+		t.longest, t.longestAt = d, t.count
+	}
+	if len(t.gaps) < cap(t.gaps) {
+		t.gaps = append(t.gaps, Gap{Length: d, Tokens: int32(min(tokens, 1<<31-1))})
+		return
+	}
+	t.rest.Gaps++
+	t.rest.Total += d
+	t.rest.Longest = max(t.rest.Longest, d)
+	t.rest.Tokens += tokens
+}
+
+func (t *Timeline) reset() {
+	gaps := t.gaps[:0]
+	*t = Timeline{gaps: gaps}
+}
