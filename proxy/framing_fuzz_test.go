@@ -49,7 +49,7 @@ func FuzzFramingGuard(f *testing.F) {
 		f.Add(uint8(1), []byte{byte(i), 1, byte(i), 3, 2})
 	}
 	upstream, seen := loggingUpstream()
-	h := startHarness(f, upstream, nil)
+	h := startHarness(f, upstream, http1Only(nil))
 	addr := h.proxy.Listener.Addr().String()
 	f.Fuzz(func(t *testing.T, pipelined uint8, program []byte) {
 		defer func() {

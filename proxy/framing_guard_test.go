@@ -77,6 +77,19 @@ const (
 	cleanRequest     = "GET /clean HTTP/1.1\r\nHost: x\r\n\r\n"
 )
 
+// http1Only makes the harness's listener serve HTTP/1 only, as the
+// command's does without ITLPROXY_H2C (the command's own test covers h2c
+// on), then applies server's settings, if any.
+func http1Only(server func(*http.Server)) func(*http.Server) {
+	return func(s *http.Server) {
+		s.Protocols = new(http.Protocols)
+		s.Protocols.SetHTTP1(true)
+		if server != nil {
+			server(s)
+		}
+	}
+}
+
 // TestAmbiguousFramingRefused: through a guarded listener, a request with
 // both Content-Length and Transfer-Encoding is refused with 400 and never
 // reaches the upstream; the keep-alive requests around it are served.
@@ -160,14 +173,7 @@ func TestFramingGuardPaths(t *testing.T) {
 	for _, p := range framingPaths() {
 		t.Run(p.name, func(t *testing.T) {
 			upstream, seen := loggingUpstream()
-			http1Only := func(s *http.Server) {
-				s.Protocols = new(http.Protocols)
-				s.Protocols.SetHTTP1(true)
-				if p.server != nil {
-					p.server(s)
-				}
-			}
-			h := startHarness(t, upstream, http1Only, func(c *Config, _ *metrics.Options) { c.MaxRequestBytes = 1 << 10 })
+			h := startHarness(t, upstream, http1Only(p.server), func(c *Config, _ *metrics.Options) { c.MaxRequestBytes = 1 << 10 })
 			var want []string
 			for _, then := range [][]string{{ambiguousRequest}, {cleanRequest, ambiguousRequest}} {
 				for _, pipelined := range []bool{false, true} {
