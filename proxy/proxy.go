@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/itlproxy/itlproxy/metrics"
@@ -47,6 +48,8 @@ type Config struct {
 	// InjectUsage asks for usage on streaming chat and completions
 	// requests that do not, and takes it out of the response (inject.go).
 	InjectUsage bool
+	// Tracer, when not nil, starts a span for every request (trace.go).
+	Tracer trace.Tracer
 }
 
 // Proxy is the http.Handler of the proxy listener.
@@ -87,6 +90,7 @@ func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 				pr.Out.Header["X-Forwarded-For"] = prior
 			}
 			pr.SetXForwarded()
+			propagate(pr)
 		},
 		Transport:      rt,
 		BufferPool:     newBufferPool(),
