@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -87,7 +88,13 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return err
 	}
 
-	srv := &server{cfg: cfg, log: log, reg: reg, rec: rec}
+	tr, err := startTracing(cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown(cfg.ShutdownTimeout, log)
+
+	srv := &server{cfg: cfg, log: log, reg: reg, rec: rec, tracer: tr.tracer}
 	if demo {
 		return srv.runDemo(ctx, stdout)
 	}
@@ -124,11 +131,13 @@ func newLogger(cfg config, w io.Writer) *zap.Logger {
 
 // server owns the two listeners and their lifecycle.
 type server struct {
-	cfg   config
-	log   *zap.Logger
-	reg   *prometheus.Registry
-	rec   *metrics.Metrics
-	ready atomic.Bool
+	cfg config
+	log *zap.Logger
+	reg *prometheus.Registry
+	rec *metrics.Metrics
+	// tracer starts the requests' spans, nil when tracing is off.
+	tracer trace.Tracer
+	ready  atomic.Bool
 }
 
 // run serves until ctx is canceled, then shuts down gracefully. started,
@@ -217,6 +226,7 @@ func (s *server) newProxy(upstream *url.URL) *proxy.Proxy {
 		ClassHeader:       s.cfg.ClassHeader,
 		TenantHeader:      s.cfg.TenantHeader,
 		InjectUsage:       s.cfg.InjectUsage,
+		Tracer:            s.tracer,
 	}, s.rec, s.log.Named("proxy"))
 }
 

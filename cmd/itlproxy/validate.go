@@ -31,6 +31,7 @@ func (c config) validate(demo bool) []problem {
 	c.validateDurations(add)
 	c.validateSessions(add)
 	c.validateLogging(add)
+	c.validateTracing(add)
 	return ps
 }
 
