@@ -15,7 +15,7 @@ import (
 
 // recordedStreamMeter returns the events of a recorded vLLM stream, each
 // as one read, their mean size, and a stream meter for them.
-func recordedStreamMeter(b *testing.B) (evs [][]byte, eventBytes int64, m *meter) {
+func recordedStreamMeter(b testing.TB) (evs [][]byte, eventBytes int64, m *meter) {
 	b.Helper()
 	raw := streamtest.Read(b, "vllm_chat_usage.sse")
 	evs = streamtest.Events(string(raw))
