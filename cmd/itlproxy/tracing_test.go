@@ -125,12 +125,17 @@ func stream(t *testing.T, proxyAddr, model string, header map[string]string) tim
 		req.Header.Set(k, v)
 	}
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	// Far longer than any stream here, far shorter than an exporter's
+	// timeout: a stream that waits for a collector fails.
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		t.Fatal(err)
+	}
 	return time.Since(start)
 }
 
@@ -318,19 +323,34 @@ func TestDeadCollector(t *testing.T) {
 	if p50, base := withDead[n/2], plain[n/2]; p50 > base+50*ms {
 		t.Errorf("median stream %v with a dead collector, %v without tracing", p50, base)
 	}
-	dropped := in.scrape()["itlproxy_trace_spans_dropped_total"]
-	var queueFull float64
-	for _, m := range dropped.GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "reason" && l.GetValue() == "queue_full" {
-				queueFull = m.GetCounter().GetValue()
-			}
-		}
-	}
+	queueFull := in.scrape().Value("itlproxy_trace_spans_dropped_total", "reason", "queue_full")
 	// Two spans fit in the queue; the batch processor hands them to the
 	// exporter after its 5s delay at the earliest, and the exporter then
-	// takes no more until the dead collector's timeout.
+	// waits for the dead collector; the other spans are dropped.
 	if queueFull < n-2-2 {
 		t.Errorf("itlproxy_trace_spans_dropped_total{reason=\"queue_full\"} = %v, want about %d", queueFull, n-2)
+	}
+}
+
+// TestRefusingCollector: spans a collector refuses are counted as
+// dropped, and the failure is logged. The batch processor reads its delay
+// from the process environment, as the SDK documents.
+func TestRefusingCollector(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no", http.StatusBadRequest)
+	}))
+	defer refusing.Close()
+	up := httptest.NewServer(scheduledUpstream{fixedSchedule(5*ms, 5*ms)})
+	defer up.Close()
+	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "OTEL_EXPORTER_OTLP_ENDPOINT": refusing.URL})
+	for range 3 {
+		stream(t, in.proxy, "m", nil)
+	}
+	waitFor(t, "3 spans counted as export_failed", 10*time.Second, func() bool {
+		return in.scrape().Value("itlproxy_trace_spans_dropped_total", "reason", "export_failed") == 3
+	})
+	if !strings.Contains(in.stderr.String(), "span export failed") {
+		t.Errorf("the failed export is not logged:\n%s", in.stderr)
 	}
 }
