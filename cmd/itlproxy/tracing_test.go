@@ -188,6 +188,20 @@ func TestTraceSpans(t *testing.T) {
 	if child.Kind != tracepb.Span_SPAN_KIND_SERVER || child.Name != "POST /v1/chat/completions" {
 		t.Errorf("span kind %v name %q", child.Kind, child.Name)
 	}
+	checkStreamSpan(t, child)
+	col.mu.Lock()
+	resource := col.resource
+	col.mu.Unlock()
+	if resource["service.name"] != "itlproxy" || resource["deployment.environment.name"] != "test" {
+		t.Errorf("resource %v", resource)
+	}
+	checkExemplarTraceIDs(t, in.admin, map[string]*tracepb.Span{"m": child, "n": root})
+}
+
+// checkStreamSpan checks the attributes and events of the span of the
+// stream TestTraceSpans sends with a traceparent.
+func checkStreamSpan(t *testing.T, child *tracepb.Span) {
+	t.Helper()
 	attrs := attrMap(child.Attributes)
 	for k, want := range map[string]string{
 		"gen_ai.operation.name":      "chat",
@@ -220,11 +234,14 @@ func TestTraceSpans(t *testing.T) {
 	if !slices.Equal(events, wantEvents) {
 		t.Errorf("span events %q, want %q", events, wantEvents)
 	}
-	if col.resource["service.name"] != "itlproxy" || col.resource["deployment.environment.name"] != "test" {
-		t.Errorf("resource %v", col.resource)
-	}
-	om := scrapeAs(t, in.admin, "application/openmetrics-text; version=1.0.0")
-	for model, span := range map[string]*tracepb.Span{"m": child, "n": root} {
+}
+
+// checkExemplarTraceIDs checks that the TTFT and ITL exemplars of each
+// model carry the trace id of its span.
+func checkExemplarTraceIDs(t *testing.T, admin string, spans map[string]*tracepb.Span) {
+	t.Helper()
+	om := scrapeAs(t, admin, "application/openmetrics-text; version=1.0.0")
+	for model, span := range spans {
 		want := `trace_id="` + hex.EncodeToString(span.TraceId) + `"`
 		for _, family := range []string{"itlproxy_time_to_first_token_seconds_bucket", "itlproxy_inter_token_latency_seconds_bucket"} {
 			line := regexp.MustCompile(`(?m)^` + family + `\{[^}]*model="` + model + `"[^}]*\} \d+ # \{[^}]*` + want + `[^}]*\}`)
