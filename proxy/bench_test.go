@@ -41,6 +41,19 @@ func BenchmarkMeasureEvent(b *testing.B) {
 	}
 }
 
+// BenchmarkMeasureEventTraced is BenchmarkMeasureEvent for a traced
+// stream: what the span's record of the gaps adds per event.
+func BenchmarkMeasureEventTraced(b *testing.B) {
+	evs, eventBytes, m := recordedStreamMeter(b)
+	m.gaps = &spanGaps{}
+	b.SetBytes(eventBytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m.read(evs[i%len(evs)])
+	}
+}
+
 // BenchmarkPassthroughRead is the same path through sseBody, as
 // httputil.ReverseProxy drives it.
 func BenchmarkPassthroughRead(b *testing.B) {
