@@ -371,3 +371,34 @@ func TestRefusingCollector(t *testing.T) {
 		t.Errorf("the failed export is not logged:\n%s", in.stderr)
 	}
 }
+
+// TestTracesEndpoint: which URL spans go to, and how, from the standard
+// variables.
+func TestTracesEndpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		env                map[string]string
+		endpoint, protocol string
+	}{
+		{"off", nil, "", "http/protobuf"},
+		{"base URL, HTTP", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"}, "http://c:4318/v1/traces", "http/protobuf"},
+		{"base URL with a path", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c/otlp"}, "https://c/otlp/v1/traces", "http/protobuf"},
+		{"base URL, gRPC", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "http://c:4317", "grpc"},
+		{"traces URL as it is", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:4318/x"}, "http://t:4318/x", "http/protobuf"},
+		{"traces protocol first", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc"}, "http://c:4317", "grpc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			cfg, err := loadConfig(env, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if endpoint, protocol := cfg.tracesEndpoint(); endpoint != tc.endpoint || protocol != tc.protocol {
+				t.Errorf("got %q over %q, want %q over %q", endpoint, protocol, tc.endpoint, tc.protocol)
+			}
+		})
+	}
+}
