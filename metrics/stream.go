@@ -174,6 +174,13 @@ func (s *Stream) Gap(d time.Duration, tokens int64) {
 	}
 }
 
+// Notable reports whether a gap is one an operator looks for: a stall
+// (over the stall threshold) or over the ITL objective of the stream's
+// model and class. It records nothing.
+func (s *Stream) Notable(d time.Duration) (stall, overObjective bool) {
+	return s.m.stallThreshold > 0 && d > s.m.stallThreshold, s.obj.ITL > 0 && d > s.obj.ITL
+}
+
 // EventTokens records how many tokens one token-bearing event carried,
 // when the upstream reports it per event.
 func (s *Stream) EventTokens(n int64) { s.tokensPerEvent.Observe(float64(n)) }

@@ -16,7 +16,7 @@ import (
 
 // recordedStreamMeter returns the events of a recorded vLLM stream, each
 // as one read, their mean size, and a stream meter for them.
-func recordedStreamMeter(b *testing.B) (evs [][]byte, eventBytes int64, m *meter) {
+func recordedStreamMeter(b testing.TB) (evs [][]byte, eventBytes int64, m *meter) {
 	b.Helper()
 	raw := streamtest.Read(b, "vllm_chat_usage.sse")
 	evs = streamtest.Events(string(raw))
@@ -37,6 +37,19 @@ func recordedStreamMeter(b *testing.B) (evs [][]byte, eventBytes int64, m *meter
 // one-event reads as a proxy sees them. Reported per event.
 func BenchmarkMeasureEvent(b *testing.B) {
 	evs, eventBytes, m := recordedStreamMeter(b)
+	b.SetBytes(eventBytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		m.read(evs[i%len(evs)])
+	}
+}
+
+// BenchmarkMeasureEventTraced is BenchmarkMeasureEvent for a traced
+// stream: what the span's record of the gaps adds per event.
+func BenchmarkMeasureEventTraced(b *testing.B) {
+	evs, eventBytes, m := recordedStreamMeter(b)
+	m.gaps = &spanGaps{}
 	b.SetBytes(eventBytes)
 	b.ReportAllocs()
 	b.ResetTimer()

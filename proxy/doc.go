@@ -32,6 +32,12 @@
 //     a client that went away), the meter's end record (outcome, usage,
 //     TPOT, ...) is recorded on the metrics.Stream, with the request's
 //     count, duration and tokens.
+//   - span (trace.go), when Config.Tracer is set: the request's server
+//     span starts with the exchange, a child of the client's traceparent;
+//     Rewrite makes it the upstream request's parent; per gap the meter
+//     keeps only the longest and the few notable ones (stalls, ITL
+//     objective breaches); finish sets its attributes from the end record
+//     and ends it.
 //
 // # Clocks
 //

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/itlproxy/itlproxy/metrics"
@@ -49,6 +50,8 @@ type exchange struct {
 	requestBody *heldBody
 	// recorder records the stream when it ends (record.go); nil for none.
 	recorder *recorder.Recorder
+	// span is the request's span, nil unless tracing is on (trace.go).
+	span trace.Span
 }
 
 type exchangeKey struct{}
@@ -154,6 +157,9 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 	ex.rec.Tokens(ex.labels, e.usage.input, e.usage.output)
 	duration := end.Sub(ex.t0)
 	ex.rec.Request(ex.labels, ex.streaming, ex.code, duration)
+	if ex.span != nil {
+		ex.endSpan(e, end)
+	}
 	if ce := log.Check(zap.DebugLevel, "request"); ce != nil {
 		ce.Write(ex.logFields(e, duration)...)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/itlproxy/itlproxy/metrics"
@@ -51,6 +52,8 @@ type Config struct {
 	// Recorder, when not nil, records every stream as it ends, with its
 	// gap timeline (proxy/recorder).
 	Recorder *recorder.Recorder
+	// Tracer, when not nil, starts a span for every request (trace.go).
+	Tracer trace.Tracer
 }
 
 // Proxy is the http.Handler of the proxy listener.
@@ -91,6 +94,7 @@ func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 				pr.Out.Header["X-Forwarded-For"] = prior
 			}
 			pr.SetXForwarded()
+			propagate(pr)
 		},
 		Transport:      rt,
 		BufferPool:     newBufferPool(),

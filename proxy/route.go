@@ -53,9 +53,7 @@ func (p *Proxy) measured(endpoint events.Endpoint) http.HandlerFunc {
 		held := &heldBody{b: body}
 		r.Body = held.reader()
 		r.GetBody = func() (io.ReadCloser, error) { return held.reader(), nil }
-		ids, clientID := p.requestIDs(r, info.User)
-		ex := newExchange(p.rec, p.labels(r, info.Model, endpoint), t0, ids, clientID, info.Stream)
-		ex.endpoint = endpoint
+		ex := p.begin(r, p.labels(r, info.Model, endpoint), t0, endpoint, info.Model, info.User, info.Stream)
 		ex.usageInjected = injected
 		ex.requestBody = held
 		p.forward(w, r, ex)
@@ -71,8 +69,7 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 		p.refuseBody(w, r, labels, t0, errBodyTooLarge)
 		return
 	}
-	ids, clientID := p.requestIDs(r, "")
-	p.forward(w, r, newExchange(p.rec, labels, t0, ids, clientID, false))
+	p.forward(w, r, p.begin(r, labels, t0, events.Other, "", "", false))
 }
 
 // labels are a request's bounded labels: its model (from the body, "" when
@@ -147,10 +144,9 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 // unreadable, or framed ambiguously (or in a way the guard could not
 // follow: framing.go).
 func (p *Proxy) refuseBody(w http.ResponseWriter, r *http.Request, labels metrics.Labels, t0 time.Time, err error) {
-	ids, clientID := p.requestIDs(r, "")
-	ex := newExchange(p.rec, labels, t0, ids, clientID, false)
+	ex := p.begin(r, labels, t0, events.Other, "", "", false)
 	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
-	w.Header().Set(RequestIDHeader, ids.Request)
+	w.Header().Set(RequestIDHeader, ex.ids.Request)
 	switch {
 	case errors.Is(err, errAmbiguousFraming), errors.Is(err, errUnfollowedFraming):
 		ex.code = http.StatusBadRequest

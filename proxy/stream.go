@@ -34,6 +34,8 @@ type meter struct {
 	timeline *recorder.Timeline
 
 	body usage // a non-streamed response's usage, when it reported one
+	// gaps keeps what the span needs of the gaps, nil unless traced.
+	gaps *spanGaps
 }
 
 func newMeter(rec *metrics.Metrics, labels metrics.Labels, t0 time.Time) meter {
@@ -116,6 +118,9 @@ func (m *meter) handleEvent(e events.Event) {
 	} else {
 		m.stream.Gap(tok.Gap, tok.Tokens)
 		m.timeline.Gap(tok.Gap, tok.Tokens)
+		if m.gaps != nil {
+			m.gaps.add(m.stream, tok.Gap, m.now)
+		}
 	}
 	if tok.Tokens > 0 {
 		m.stream.EventTokens(tok.Tokens)

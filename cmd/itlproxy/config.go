@@ -76,6 +76,16 @@ type config struct {
 	LogLevel  string `env:"ITLPROXY_LOG_LEVEL" envDefault:"info" help:"debug (one line per request), info, warn or error."`
 	LogFormat string `env:"ITLPROXY_LOG_FORMAT" envDefault:"json" help:"json or console."`
 
+	OTLPEndpoint         string  `env:"OTEL_EXPORTER_OTLP_ENDPOINT" help:"OpenTelemetry collector's base URL (e.g. http://otel-collector:4318): one span per request is exported there with OTLP. Unset (with the next one): no tracing."`
+	OTLPTracesEndpoint   string  `env:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" help:"Full URL spans are exported to (e.g. http://tempo:4318/v1/traces), over OTEL_EXPORTER_OTLP_ENDPOINT."`
+	OTLPProtocol         string  `env:"OTEL_EXPORTER_OTLP_PROTOCOL" envDefault:"http/protobuf" help:"OTLP transport: http/protobuf or grpc."`
+	OTLPTracesProtocol   string  `env:"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" help:"OTLP transport of spans, over OTEL_EXPORTER_OTLP_PROTOCOL."`
+	OTELServiceName      string  `env:"OTEL_SERVICE_NAME" envDefault:"itlproxy" help:"service.name of the spans' resource."`
+	OTELResourceAttrs    string  `env:"OTEL_RESOURCE_ATTRIBUTES" help:"More resource attributes of the spans, key=value pairs separated by commas (values percent-encoded), e.g. deployment.environment.name=prod."`
+	OTELTracesSampler    string  `env:"OTEL_TRACES_SAMPLER" envDefault:"parentbased_always_on" help:"always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio."`
+	OTELTracesSamplerArg float64 `env:"OTEL_TRACES_SAMPLER_ARG" envDefault:"1" help:"The ratio of traces the traceidratio samplers keep, 0 to 1."`
+	OTELBSPMaxQueueSize  int     `env:"OTEL_BSP_MAX_QUEUE_SIZE" envDefault:"2048" help:"Ended spans waiting for export; past it spans are dropped (itlproxy_trace_spans_dropped_total), never waited for."`
+
 	DemoClients int `env:"ITLPROXY_DEMO_CLIENTS" envDefault:"6" help:"Demo mode only: concurrent simulated clients."`
 
 	// slos are the objectives resolved from the SLO variables and file.
@@ -149,8 +159,8 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 			continue // already reported as unparsable
 		}
 		// Quote what the operator wrote (a size as "512KiB", not 524288);
-		// the URL is the exception, shown redacted.
-		if raw, set := environ[p.key]; set && raw != "" && p.key != "ITLPROXY_UPSTREAM_URL" {
+		// URLs are the exception, shown redacted.
+		if raw, set := environ[p.key]; set && raw != "" && !urlKeys[p.key] {
 			p.value = raw
 		}
 		problems = append(problems, p.String())
@@ -181,6 +191,14 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 	cfg.Models = cleanList(cfg.Models)
 	cfg.Tenants = cleanList(cfg.Tenants)
 	return cfg, nil
+}
+
+// urlKeys are the variables whose values are URLs, which may hold
+// credentials: problems show them redacted.
+var urlKeys = map[string]bool{
+	"ITLPROXY_UPSTREAM_URL":              true,
+	"OTEL_EXPORTER_OTLP_ENDPOINT":        true,
+	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true,
 }
 
 // envKey returns the variable of the config field named field.

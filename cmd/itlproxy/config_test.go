@@ -48,6 +48,11 @@ func TestConfigDefaults(t *testing.T) {
 		LogLevel:             "info",
 		LogFormat:            "json",
 		DemoClients:          6,
+		OTLPProtocol:         "http/protobuf",
+		OTELServiceName:      "itlproxy",
+		OTELTracesSampler:    "parentbased_always_on",
+		OTELTracesSamplerArg: 1,
+		OTELBSPMaxQueueSize:  2048,
 	}
 	if tc := cfg.upstreamTLS; tc == nil || tc.InsecureSkipVerify || tc.RootCAs != nil {
 		t.Errorf("upstream TLS by default: %+v, want verification against the system's roots", tc)
@@ -106,6 +111,28 @@ var configErrorCases = []struct {
 		name: "upstream not a URL",
 		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "http://[::1"},
 		want: []string{`ITLPROXY_UPSTREAM_URL="(unparsable URL)": not a URL`},
+	},
+	{
+		name: "tracing",
+		env: map[string]string{
+			"ITLPROXY_UPSTREAM_URL":              upstreamOK,
+			"OTEL_EXPORTER_OTLP_ENDPOINT":        "collector:4318",
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://user:secret@/v1/traces",
+			"OTEL_EXPORTER_OTLP_PROTOCOL":        "http/json",
+			"OTEL_RESOURCE_ATTRIBUTES":           "team",
+			"OTEL_TRACES_SAMPLER":                "jaeger_remote",
+			"OTEL_TRACES_SAMPLER_ARG":            "2",
+			"OTEL_BSP_MAX_QUEUE_SIZE":            "0",
+		},
+		want: []string{
+			`OTEL_EXPORTER_OTLP_PROTOCOL="http/json": must be http/protobuf or grpc`,
+			`OTEL_EXPORTER_OTLP_ENDPOINT="collector:4318": not an http or https URL (e.g. http://otel-collector:4318)`,
+			`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://user:xxxxx@/v1/traces": not an http or https URL (e.g. http://otel-collector:4318)`,
+			`OTEL_RESOURCE_ATTRIBUTES="team": not key=value pairs separated by commas, values percent-encoded`,
+			`OTEL_TRACES_SAMPLER="jaeger_remote": not a sampler itlproxy knows (always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio)`,
+			`OTEL_TRACES_SAMPLER_ARG="2": must be between 0 and 1`,
+			`OTEL_BSP_MAX_QUEUE_SIZE="0": must be at least 1`,
+		},
 	},
 	{
 		name: "every problem at once, in field order",

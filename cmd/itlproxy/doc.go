@@ -17,7 +17,9 @@
 //   - run reads the configuration from the environment (config.go: every
 //     variable with its help text; validate.go: every problem reported at
 //     once, naming the variable), builds one Prometheus registry with the
-//     Go and process collectors, and metrics.New on it.
+//     Go and process collectors, and metrics.New on it; with an OTLP
+//     endpoint set, it starts the span exporter (tracing.go: a bounded
+//     batch queue whose drops are counted), shut down last.
 //   - server.run builds the proxy (proxy.New) and serves two listeners:
 //     the proxy listener (ITLPROXY_LISTEN_ADDR), which serves only proxied
 //     traffic — HTTPS with HTTP/2 by ALPN when a certificate is set

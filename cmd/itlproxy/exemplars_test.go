@@ -32,17 +32,7 @@ func TestExemplarsOnMetrics(t *testing.T) {
 		t.Errorf("response X-Request-Id %q", resp.Header.Get("X-Request-Id"))
 	}
 
-	scrape := func(accept string) string {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+in.admin+"/metrics", nil)
-		req.Header.Set("Accept", accept)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
+	scrape := func(accept string) string { return scrapeAs(t, in.admin, accept) }
 	wantLabels := []string{`request_id="req-exemplar-1"`, `session_id="sess-42"`, `trace_id="4bf92f3577b34da6a3ce929d0e0e4736"`}
 	var om string
 	waitFor(t, "the stream to be recorded", 5*time.Second, func() bool {
@@ -73,6 +63,20 @@ func TestExemplarsOnMetrics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// scrapeAs reads admin's /metrics in the format accept asks for.
+func scrapeAs(t *testing.T, admin, accept string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, "http://"+admin+"/metrics", nil)
+	req.Header.Set("Accept", accept)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 func grep(text, prefix string) string {

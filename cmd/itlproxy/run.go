@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -88,7 +89,13 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return err
 	}
 
-	srv := &server{cfg: cfg, log: log, reg: reg, rec: rec, recorder: newRecorder(cfg)}
+	tr, err := startTracing(cfg, reg, log)
+	if err != nil {
+		return err
+	}
+	defer tr.shutdown(cfg.ShutdownTimeout, log)
+
+	srv := &server{cfg: cfg, log: log, reg: reg, rec: rec, recorder: newRecorder(cfg), tracer: tr.tracer}
 	if demo {
 		return srv.runDemo(ctx, stdout)
 	}
@@ -135,6 +142,8 @@ type server struct {
 	recorder *recorder.Recorder
 	// history is the registry's recent samples, for the live page.
 	history *history
+	// tracer starts the requests' spans, nil when tracing is off.
+	tracer trace.Tracer
 }
 
 // run serves until ctx is canceled, then shuts down gracefully. started,
@@ -228,6 +237,7 @@ func (s *server) newProxy(upstream *url.URL) *proxy.Proxy {
 		TenantHeader:      s.cfg.TenantHeader,
 		InjectUsage:       s.cfg.InjectUsage,
 		Recorder:          s.recorder,
+		Tracer:            s.tracer,
 	}, s.rec, s.log.Named("proxy"))
 }
 

@@ -32,6 +32,7 @@ func (c config) validate(demo bool) []problem {
 	c.validateSessions(add)
 	c.validateLogging(add)
 	c.validateRecorder(add)
+	c.validateTracing(add)
 	return ps
 }
 

@@ -1,0 +1,164 @@
+package proxy
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.uber.org/zap"
+
+	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/events"
+)
+
+// traced returns a harness option that gives the proxy a tracer of the
+// real SDK, whose ended spans rec keeps.
+func traced(rec *tracetest.SpanRecorder) harnessOption {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	return func(c *Config, _ *metrics.Options) { c.Tracer = tp.Tracer("test") }
+}
+
+func attrsOf(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// onlySpan returns the one span rec holds.
+func onlySpan(t *testing.T, rec *tracetest.SpanRecorder) sdktrace.ReadOnlySpan {
+	t.Helper()
+	spans := rec.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans ended, want 1", len(spans))
+	}
+	return spans[0]
+}
+
+// TestSpanOfEachKindOfRequest: a non-streamed request's span has its
+// usage and no stream attributes; a forwarded one is named by its method
+// alone; an unreachable upstream makes the span an error.
+func TestSpanOfEachKindOfRequest(t *testing.T) {
+	t.Run("non-streamed", func(t *testing.T) {
+		rec := tracetest.NewSpanRecorder()
+		h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`)
+		}), traced(rec))
+		resp := h.post("/v1/completions", `{"model":"m","prompt":"p"}`, "X-Request-Id", "req-json")
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		h.waitServed(1)
+		s := onlySpan(t, rec)
+		a := attrsOf(s)
+		if s.Name() != "POST /v1/completions" || a["gen_ai.operation.name"].AsString() != "text_completion" ||
+			a["gen_ai.usage.input_tokens"].AsInt64() != 7 || a["gen_ai.usage.output_tokens"].AsInt64() != 3 ||
+			a["itlproxy.request_id"].AsString() != "req-json" {
+			t.Errorf("span %q %v", s.Name(), a)
+		}
+		if _, ok := a["itlproxy.outcome"]; ok {
+			t.Error("a non-streamed request's span has an outcome")
+		}
+	})
+	t.Run("forwarded", func(t *testing.T) {
+		rec := tracetest.NewSpanRecorder()
+		h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, `{"data":[]}`)
+		}), traced(rec))
+		resp, err := http.Get(h.proxy.URL + "/v1/models")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		h.waitServed(1)
+		s := onlySpan(t, rec)
+		if a := attrsOf(s); s.Name() != "GET" || a["http.response.status_code"].AsInt64() != 200 || a["gen_ai.operation.name"].Type() != attribute.INVALID {
+			t.Errorf("span %q %v", s.Name(), a)
+		}
+	})
+	t.Run("upstream unreachable", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead, _ := url.Parse("http://" + ln.Addr().String())
+		ln.Close()
+		rec := tracetest.NewSpanRecorder()
+		h := newHarness(t, nil, func(c *Config, _ *metrics.Options) { c.Upstream = dead }, traced(rec))
+		resp := h.post("/v1/chat/completions", `{"model":"m","stream":true}`)
+		resp.Body.Close()
+		h.waitServed(1)
+		s := onlySpan(t, rec)
+		if a := attrsOf(s); s.Status().Code != codes.Error || a["itlproxy.outcome"].AsString() != metrics.OutcomeUpstreamError {
+			t.Errorf("span status %v, attributes %v", s.Status(), a)
+		}
+	})
+}
+
+// TestSpanEventsCapped: past 32 notable gaps a span gets no more events,
+// and counts the rest; the longest gap's index is kept.
+func TestSpanEventsCapped(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")
+	m, err := metrics.New(prometheus.NewRegistry(), metrics.Options{MaxModels: 4, StallThreshold: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("http://upstream.example:8000")
+	p := New(Config{Upstream: u, Tracer: tracer}, m, zap.NewNop())
+	r, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	ex := p.begin(r, m.Labels("m", metrics.EndpointChatCompletions), time.Now(), events.ChatCompletions, "m", "", true)
+	ex.code = http.StatusOK
+	at := time.Now()
+	for i := 1; i <= 60; i++ {
+		d := time.Millisecond // not notable
+		switch {
+		case i == 40:
+			d = time.Second
+		case i%3 != 0:
+			d = 20 * time.Millisecond // a stall
+		}
+		ex.m.gaps.add(ex.m.stream, d, at)
+	}
+	ex.finish(false, zap.NewNop())
+	s := onlySpan(t, rec)
+	a := attrsOf(s)
+	// Of gaps 1..60, the 40 that are not multiples of 3 are stalls (gap 40
+	// among them): 32 events, 8 counted.
+	if len(s.Events()) != maxGapEvents || a["itlproxy.gap.events_dropped"].AsInt64() != 40-maxGapEvents {
+		t.Errorf("%d events, %v dropped", len(s.Events()), a["itlproxy.gap.events_dropped"])
+	}
+	if a["itlproxy.gap.count"].AsInt64() != 60 || a["itlproxy.gap.longest_index"].AsInt64() != 40 || a["server.address"].AsString() != "upstream.example" || a["server.port"].AsInt64() != 8000 {
+		t.Errorf("attributes %v", a)
+	}
+	if last := s.Events()[maxGapEvents-1]; last.Name != "itlproxy.stall" {
+		t.Errorf("last event %q", last.Name)
+	}
+}
+
+// TestTracedMeterAllocatesNothing: tracing adds no allocation per event
+// of a stream whose gaps are not notable.
+func TestTracedMeterAllocatesNothing(t *testing.T) {
+	evs, _, m := recordedStreamMeter(t)
+	m.gaps = &spanGaps{}
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		m.read(evs[i%len(evs)])
+		i++
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per event", allocs)
+	}
+	if m.gaps.count == 0 {
+		t.Error("no gap reached the span's record")
+	}
+}
