@@ -16,6 +16,13 @@ const (
 	EndpointResponses       = "responses"
 	EndpointMessages        = "messages"
 	EndpointOther           = "other"
+
+	// The servers' native APIs.
+	EndpointOllamaChat         = "ollama_chat"
+	EndpointOllamaGenerate     = "ollama_generate"
+	EndpointTGIGenerate        = "tgi_generate"
+	EndpointLlamaCppCompletion = "llamacpp_completion"
+	EndpointSGLangGenerate     = "sglang_generate"
 )
 
 // Stream outcomes: how a stream ended.

@@ -1,0 +1,160 @@
+package events
+
+import (
+	"testing"
+	"time"
+
+	"github.com/itlproxy/itlproxy/proxy/internal/streamtest"
+)
+
+// TestNativeStreams reads each native fixture through a StreamScanner,
+// however its bytes are cut: the token-bearing events, the end marker,
+// the usage and the engine's timing come out the same.
+func TestNativeStreams(t *testing.T) {
+	cases := []struct {
+		file                string
+		endpoint            Endpoint
+		events, in, out     int64
+		engineTPOT, engTTFT time.Duration
+	}{
+		// Recorded: eval_duration 334808836 ns / eval_count 40;
+		// load_duration 2349313 + prompt_eval_duration 10552477.
+		{"ollama_chat.ndjson", OllamaChat, 40, 3, 40, 8370220, 12901790},
+		{"ollama_generate.ndjson", OllamaGenerate, 40, 3, 40, 12616627, 12433731},
+		{"llamacpp_completion.sse", LlamaCppCompletion, 7, 3, 7, 8762428, 12512000},
+		{"tgi_generate_stream.sse", TGIGenerate, 7, 3, 8, 0, 0},
+		{"sglang_generate.sse", SGLangGenerate, 7, 3, 7, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.file, func(t *testing.T) {
+			raw := streamtest.ReadNative(t, tc.file)
+			for how, chunks := range streamtest.Cuts(raw) {
+				tally := NewTally()
+				at := time.Unix(0, 0)
+				s := NewStreamScanner(tc.endpoint, 1<<16, func(e Event) {
+					if e.Invalid || e.Oversized {
+						t.Fatalf("%s: unreadable event %+v", how, e)
+					}
+					tally.Add(e, at)
+				})
+				for _, c := range chunks {
+					at = at.Add(time.Millisecond)
+					s.Write(c)
+				}
+				if s.End() {
+					t.Fatalf("%s: truncated", how)
+				}
+				if tally.Events != tc.events || tally.Input != tc.in || tally.Output != tc.out || !tally.Done || tally.Failed {
+					t.Fatalf("%s: tally %+v; want %d events, usage %d/%d, done", how, tally, tc.events, tc.in, tc.out)
+				}
+				if tally.EngineTPOT != tc.engineTPOT || tally.EngineTTFT != tc.engTTFT {
+					t.Fatalf("%s: engine TPOT %v TTFT %v, want %v %v", how, tally.EngineTPOT, tally.EngineTTFT, tc.engineTPOT, tc.engTTFT)
+				}
+			}
+		})
+	}
+}
+
+// TestNativeBodies reads each non-streamed response for its usage.
+func TestNativeBodies(t *testing.T) {
+	for _, tc := range []struct {
+		file       string
+		endpoint   Endpoint
+		in, out    int64
+		engineTPOT time.Duration
+	}{
+		{"ollama_chat.json", OllamaChat, 3, 40, 8370220},
+		{"llamacpp_completion.json", LlamaCppCompletion, 3, 7, 8762428},
+		{"tgi_generate.json", TGIGenerate, -1, 8, 0},
+		{"sglang_generate.json", SGLangGenerate, 3, 7, 0},
+	} {
+		e := ParseJSON(tc.endpoint, streamtest.ReadNative(t, tc.file))
+		if e.Invalid || !e.HasUsage || e.InputTokens != tc.in || e.OutputTokens != tc.out || e.EngineTPOT != tc.engineTPOT {
+			t.Errorf("%s: %+v; want usage %d/%d, engine TPOT %v", tc.file, e, tc.in, tc.out, tc.engineTPOT)
+		}
+	}
+	if e := ParseJSON(OllamaChat, streamtest.ReadNative(t, "ollama_chat_unknown_model.json")); !e.Failed || e.Token {
+		t.Errorf("the recorded 404 body reads as %+v; want a failure", e)
+	}
+}
+
+// TestNativeEvents: each API's token rule, end marker and failures, on
+// the shapes that are not in the fixtures.
+func TestNativeEvents(t *testing.T) {
+	type want struct{ token, done, failed, invalid bool }
+	cases := []struct {
+		name     string
+		endpoint Endpoint
+		data     string
+		want     want
+	}{
+		{"ollama thinking", OllamaChat, `{"message":{"role":"assistant","content":"","thinking":"hm"},"done":false}`, want{token: true}},
+		{"ollama tool call", OllamaChat, `{"message":{"role":"assistant","content":"","tool_calls":[{"function":{"name":"f","arguments":{}}}]},"done":false}`, want{token: true}},
+		{"ollama empty tool calls", OllamaChat, `{"message":{"content":"","tool_calls":[]},"done":false}`, want{}},
+		{"ollama null message", OllamaChat, `{"message":null,"done":false}`, want{}},
+		{"ollama generate thinking", OllamaGenerate, `{"response":"","thinking":"x","done":false}`, want{token: true}},
+		{"ollama last content repeated key", OllamaGenerate, `{"response":"x","response":"","done":false}`, want{}},
+		{"ollama error mid-stream", OllamaChat, `{"error":"an error was encountered while running the model"}`, want{failed: true}},
+		{"ollama done false", OllamaChat, `{"message":{"content":"x"},"done":false}`, want{token: true}},
+		{"ollama not an object", OllamaChat, `["done"]`, want{invalid: true}},
+		{"ollama cut", OllamaChat, `{"message":{"content":"x"`, want{invalid: true}},
+		{"llama.cpp empty content", LlamaCppCompletion, `{"content":"","stop":false}`, want{}},
+		{"llama.cpp error", LlamaCppCompletion, `{"error":{"code":500,"message":"x","type":"server_error"}}`, want{failed: true}},
+		{"tgi special token", TGIGenerate, `{"index":1,"token":{"id":2,"text":"</s>","special":true},"generated_text":null,"details":null}`, want{}},
+		{"tgi error", TGIGenerate, `{"error":"Request failed during generation","error_type":"generation"}`, want{failed: true}},
+		{"tgi token of a wrong type is unparsable", TGIGenerate, `{"token":"x"}`, want{invalid: true}},
+		{"sglang empty text", SGLangGenerate, `{"text":"","meta_info":{"completion_tokens":0}}`, want{}},
+		{"sglang error", SGLangGenerate, `{"error":{"message":"x"}}`, want{failed: true}},
+	}
+	for _, tc := range cases {
+		e := ParseJSON(tc.endpoint, []byte(tc.data))
+		if got := (want{e.Token, e.Done, e.Failed, e.Invalid}); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestEngineTimingBounds: timing the engine cannot have measured is not
+// reported.
+func TestEngineTimingBounds(t *testing.T) {
+	for _, data := range []string{
+		`{"done":true,"eval_count":0,"eval_duration":5}`,
+		`{"done":true,"eval_count":4,"eval_duration":-5}`,
+		`{"done":true,"eval_count":4,"eval_duration":"5"}`,
+	} {
+		if e := ParseJSON(OllamaChat, []byte(data)); e.Invalid || e.EngineTPOT != 0 {
+			t.Errorf("%s: engine TPOT %v", data, e.EngineTPOT)
+		}
+	}
+	for _, data := range []string{
+		`{"stop":true,"timings":{"predicted_per_token_ms":-1}}`,
+		`{"stop":true,"timings":{"predicted_per_token_ms":1e300}}`,
+		`{"stop":true,"timings":null}`,
+	} {
+		if e := ParseJSON(LlamaCppCompletion, []byte(data)); e.Invalid || e.EngineTPOT != 0 {
+			t.Errorf("%s: engine TPOT %v", data, e.EngineTPOT)
+		}
+	}
+	if e := ParseJSON(LlamaCppCompletion, []byte(`{"stop":true,"timings":{"predicted_per_token_ms":2.5e1}}`)); e.EngineTPOT != 25*time.Millisecond {
+		t.Errorf("an exponent: engine TPOT %v, want 25ms", e.EngineTPOT)
+	}
+	if e := ParseJSON(LlamaCppCompletion, []byte(`{"stop":false,"tokens_predicted":3,"timings":{"predicted_per_token_ms":2}}`)); e.HasUsage || e.EngineTPOT != 0 {
+		t.Errorf("a partial event's running counts are not the usage: %+v", e)
+	}
+}
+
+// TestNDJSONScannerAllocs: reading an NDJSON stream costs no allocation
+// per line once the scanner exists.
+func TestNDJSONScannerAllocs(t *testing.T) {
+	raw := streamtest.ReadNative(t, "ollama_chat.ndjson")
+	lines := 0
+	s := NewStreamScanner(OllamaChat, 1<<16, func(Event) { lines++ })
+	allocs := testing.AllocsPerRun(50, func() {
+		for i := 0; i < len(raw); i += 37 { // lines cut across writes
+			s.Write(raw[i:min(i+37, len(raw))])
+		}
+	})
+	if allocs != 0 || lines != 51*41 {
+		t.Fatalf("%v allocations per stream, %d lines; want 0 and %d", allocs, lines, 51*41)
+	}
+}
