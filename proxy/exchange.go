@@ -87,8 +87,9 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 	resp.Header.Set(RequestIDHeader, ex.ids.Request)
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	encoded := !identityEncoding(resp.Header.Get("Content-Encoding"))
+	ex.m.readEngineHeaders(resp.Header)
 	switch {
-	case mediaType == "text/event-stream":
+	case mediaType == "text/event-stream" || ex.endpoint.NDJSON() && mediaType == ndjsonType:
 		if ex.m.stream == nil {
 			ex.startStream()
 		}
@@ -147,6 +148,7 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 		ex.m.stream.End(e.stream)
 	}
 	ex.rec.Tokens(ex.labels, e.usage.input, e.usage.output)
+	ex.rec.Engine(ex.labels, e.engine.tpot, e.engine.ttft, e.stream.TPOT)
 	duration := end.Sub(ex.t0)
 	ex.rec.Request(ex.labels, ex.streaming, ex.code, duration)
 	if ce := log.Check(zap.DebugLevel, "request"); ce != nil {

@@ -47,6 +47,13 @@ type Config struct {
 	// InjectUsage asks for usage on streaming chat and completions
 	// requests that do not, and takes it out of the response (inject.go).
 	InjectUsage bool
+	// Routes are the paths whose APIs are measured; nil means
+	// DefaultRoutes (ParseRoutes adds to them).
+	Routes []Route
+	// DefaultModel is the model label of a measured request whose body
+	// names none (TGI's and llama.cpp's APIs have no model field); ""
+	// labels it _unknown.
+	DefaultModel string
 }
 
 // Proxy is the http.Handler of the proxy listener.
