@@ -49,7 +49,7 @@ func (m *Metrics) engineCollectors(r *registrar) {
 func (m *Metrics) Engine(l Labels, tpot, ttft, wireTPOT time.Duration) {
 	if tpot > 0 {
 		m.engine.tpot.WithLabelValues(l.Model, l.Endpoint).Observe(tpot.Seconds())
-		if wireTPOT > 0 {
+		if wireTPOT >= 0 {
 			m.engine.overhead.WithLabelValues(l.Model, l.Endpoint).Observe(float64(wireTPOT) / float64(tpot))
 		}
 	}
