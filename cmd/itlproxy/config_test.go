@@ -13,6 +13,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy"
 )
 
 const upstreamOK = "http://127.0.0.1:8000"
@@ -44,6 +45,7 @@ func TestConfigDefaults(t *testing.T) {
 		LogLevel:             "info",
 		LogFormat:            "json",
 		DemoClients:          6,
+		routes:               proxy.DefaultRoutes,
 	}
 	if tc := cfg.upstreamTLS; tc == nil || tc.InsecureSkipVerify || tc.RootCAs != nil {
 		t.Errorf("upstream TLS by default: %+v, want verification against the system's roots", tc)
@@ -164,6 +166,15 @@ var configErrorCases = []struct {
 		name: "admin on the proxy port",
 		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_LISTEN_ADDR": "127.0.0.1:8080", "ITLPROXY_ADMIN_ADDR": ":8080"},
 		want: []string{`ITLPROXY_ADMIN_ADDR=":8080": must differ from ITLPROXY_LISTEN_ADDR: the proxy port serves only proxied traffic`},
+	},
+	{
+		name: "routes name a path and a known API",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_ROUTES": "/ollama/api/chat=ollama,tgi=tgi_generate"},
+		want: []string{
+			`ITLPROXY_ROUTES: "/ollama/api/chat=ollama": unknown API "ollama" (one of chat_completions, completions, generate, ` +
+				`llamacpp_completion, messages, ollama_chat, ollama_generate, responses, sglang_generate, tgi_generate, tgi_generate_stream)`,
+			`ITLPROXY_ROUTES: "tgi=tgi_generate": the path must start with / and hold no pattern`,
+		},
 	},
 	{
 		name: "event bound too small",

@@ -217,6 +217,8 @@ func (s *server) newProxy(upstream *url.URL) *proxy.Proxy {
 		ClassHeader:       s.cfg.ClassHeader,
 		TenantHeader:      s.cfg.TenantHeader,
 		InjectUsage:       s.cfg.InjectUsage,
+		Routes:            s.cfg.routes,
+		DefaultModel:      s.cfg.DefaultModel,
 	}, s.rec, s.log.Named("proxy"))
 }
 
