@@ -199,3 +199,27 @@ func TestNativeHostile(t *testing.T) {
 		t.Errorf("output tokens %v, want the 2 readable token lines", n)
 	}
 }
+
+// FuzzProxyNDJSONPassthrough sends arbitrary bytes as Ollama's NDJSON
+// stream through the proxy in arbitrary reads: the client gets exactly
+// those bytes, and the measurement does not depend on the cuts.
+func FuzzProxyNDJSONPassthrough(f *testing.F) {
+	f.Add(streamtest.ReadNative(f, "ollama_chat.ndjson"), uint64(1))
+	f.Add(streamtest.ReadNative(f, "ollama_generate.ndjson"), uint64(2))
+	f.Add([]byte(`{"message":{"content":"a"}}`+"\r\n\n"+`{"error":"x"}`+"\n"+`{"done":true,"eval_count":3}`), uint64(3))
+	f.Fuzz(func(t *testing.T, stream []byte, seed uint64) {
+		through := func(seed uint64) measured {
+			return passThroughAt(t, "/api/chat", `{"model":"m"}`, cutTransport{stream, seed, ndjsonType})
+		}
+		cut := through(seed | 1)
+		if !bytes.Equal([]byte(cut.body), stream) {
+			t.Fatalf("client got %q, upstream sent %q", cut.body, stream)
+		}
+		if whole := through(0); cut != whole {
+			t.Fatalf("measurement depends on the cuts: %+v vs %+v in one piece", cut, whole)
+		}
+		if cut.streams != 1 || cut.completed+cut.failed != 1 || cut.ttft > 1 {
+			t.Fatalf("inconsistent measurement %+v", cut)
+		}
+	})
+}
