@@ -33,12 +33,12 @@ func (t *engineTimes) from(e events.Event) {
 // decode time per token, in whole milliseconds.
 const tgiTimePerToken = "X-Time-Per-Token"
 
-// readEngineHeaders reads the timing an upstream reports in response
-// headers: TGI's x-time-per-token. The body's figure, when it has one,
-// wins.
-func (m *meter) readEngineHeaders(h http.Header) {
-	v := h[tgiTimePerToken]
-	if len(v) == 0 {
+// readEngineHeaders reads the timing an upstream reports in the headers
+// of a successful response: TGI's x-time-per-token. The body's figure,
+// when it has one, wins.
+func (m *meter) readEngineHeaders(endpoint events.Endpoint, resp *http.Response) {
+	v := resp.Header[tgiTimePerToken]
+	if endpoint != events.TGIGenerate || resp.StatusCode/100 != 2 || len(v) == 0 {
 		return
 	}
 	if ms, err := strconv.ParseInt(v[0], 10, 64); err == nil && ms > 0 && ms < int64(time.Hour/time.Millisecond) {

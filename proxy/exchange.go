@@ -87,7 +87,7 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 	resp.Header.Set(RequestIDHeader, ex.ids.Request)
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	encoded := !identityEncoding(resp.Header.Get("Content-Encoding"))
-	ex.m.readEngineHeaders(resp.Header)
+	ex.m.readEngineHeaders(ex.endpoint, resp)
 	switch {
 	case mediaType == "text/event-stream" || ex.endpoint.NDJSON() && mediaType == ndjsonType:
 		if ex.m.stream == nil {

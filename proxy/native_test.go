@@ -149,18 +149,23 @@ func TestNativeBodies(t *testing.T) {
 }
 
 // TestTGITimePerTokenHeader: TGI's x-time-per-token is whole
-// milliseconds.
+// milliseconds, read on TGI's route only.
 func TestTGITimePerTokenHeader(t *testing.T) {
 	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Time-Per-Token", "12")
 		_, _ = io.WriteString(w, `{"generated_text":"x"}`)
 	}))
-	resp := h.post("/generate", `{"inputs":"hello"}`)
-	resp.Body.Close()
-	h.waitServed(1)
-	if n, sum := h.hist("itlproxy_engine_time_per_output_token_seconds", "model", metrics.ModelUnknown); n != 1 || sum != 0.012 {
-		t.Errorf("engine TPOT %d observations, sum %v; want 1, 0.012", n, sum)
+	for _, path := range []string{"/generate", "/v1/chat/completions", "/health"} {
+		resp := h.post(path, `{"inputs":"hello"}`)
+		resp.Body.Close()
+	}
+	h.waitServed(3)
+	if n, sum := h.hist("itlproxy_engine_time_per_output_token_seconds"); n != 1 || sum != 0.012 {
+		t.Errorf("engine TPOT %d observations, sum %v; want 1 (TGI's only), 0.012", n, sum)
+	}
+	if n, _ := h.hist("itlproxy_engine_time_per_output_token_seconds", "model", metrics.ModelUnknown, "endpoint", metrics.EndpointTGIGenerate); n != 1 {
+		t.Errorf("TGI's engine TPOT not under model _unknown, endpoint tgi_generate")
 	}
 }
 
