@@ -1,6 +1,10 @@
 package events
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -157,4 +161,70 @@ func TestNDJSONScannerAllocs(t *testing.T) {
 	if allocs != 0 || lines != 51*41 {
 		t.Fatalf("%v allocations per stream, %d lines; want 0 and %d", allocs, lines, 51*41)
 	}
+}
+
+// FuzzOllamaEvent holds Ollama's line reader to encoding/json, as
+// FuzzParseChunk holds the chunk reader: on every input encoding/json
+// accepts, both agree on what the line says. On any input, no panic.
+func FuzzOllamaEvent(f *testing.F) {
+	for _, line := range bytes.Split(streamtest.ReadNative(f, "ollama_chat.ndjson"), []byte{'\n'})[38:] {
+		f.Add(line)
+	}
+	f.Add([]byte(`{"message":{"content":"","tool_calls":[{"function":{"name":"f"}}]},"done":false}`))
+	f.Add([]byte(`{"response":"","thinking":"x","done":true,"eval_count":2,"eval_duration":9,"prompt_eval_duration":3}`))
+	f.Add([]byte(`{"error":"x","message":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := parseOllamaEvent(data)
+		v, valid := refDecode(data)
+		if !valid || hasDuplicateKeys(data) {
+			return
+		}
+		if want := referenceOllama(v); got != want {
+			t.Fatalf("parseOllamaEvent(%q) = %+v; encoding/json says %+v", data, got, want)
+		}
+	})
+}
+
+// refDecode decodes one JSON text, numbers as json.Number.
+func refDecode(data []byte) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	_, err := dec.Token()
+	return v, errors.Is(err, io.EOF)
+}
+
+// referenceOllama is parseOllamaEvent written plainly.
+func referenceOllama(v any) Event {
+	invalid := Event{Invalid: true, InputTokens: -1, OutputTokens: -1}
+	top, isObj := v.(map[string]any)
+	if !isObj {
+		return invalid
+	}
+	message, ok := refObject(top["message"], func(m map[string]any) (bool, bool) {
+		calls, _ := m["tool_calls"].([]any)
+		return refNonEmpty(m["content"]) || refNonEmpty(m["thinking"]) || len(calls) > 0, true
+	})
+	if !ok {
+		return invalid
+	}
+	e := Event{
+		Token:        message || refNonEmpty(top["response"]) || refNonEmpty(top["thinking"]),
+		Done:         top["done"] == true,
+		Failed:       top["error"] != nil,
+		InputTokens:  refCount(top["prompt_eval_count"]),
+		OutputTokens: refCount(top["eval_count"]),
+	}
+	e.HasUsage = e.InputTokens >= 0 || e.OutputTokens >= 0
+	evalNs, promptNs, loadNs := refCount(top["eval_duration"]), refCount(top["prompt_eval_duration"]), refCount(top["load_duration"])
+	if evalNs > 0 && e.OutputTokens > 0 {
+		e.EngineTPOT = time.Duration(evalNs / e.OutputTokens)
+	}
+	if promptNs > 0 {
+		e.EngineTTFT = time.Duration(promptNs + max(loadNs, 0))
+	}
+	return e
 }
