@@ -34,10 +34,10 @@ type family struct {
 var contract = []family{
 	{"itlproxy_time_to_first_token_seconds", typeHistogram, endpointModel, []string{
 		"from the proxy receiving the request headers (t0)",
-		"to the first token-bearing SSE event fully read from the upstream",
+		"to the first token-bearing SSE event (or NDJSON line) fully read from the upstream",
 		"One observation per stream that produced a token"}},
 	{"itlproxy_inter_token_latency_seconds", typeHistogram, endpointModel, []string{
-		"the gap between two consecutive token-bearing SSE events of a stream",
+		"the gap between two consecutive token-bearing SSE events (or NDJSON lines) of a stream",
 		"each stamped when fully read from the upstream",
 		"One observation per gap", "in the same read are 0 s apart"}},
 	{"itlproxy_inter_token_latency_by_position_seconds", typeHistogram, []string{"endpoint", "model", "position"}, []string{
