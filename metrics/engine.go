@@ -24,7 +24,8 @@ func (m *Metrics) engineCollectors(r *registrar) {
 	m.engine.tpot = r.histogram("engine_time_per_output_token_seconds",
 		"Time per output token as the upstream reports it, one observation per response that "+
 			"reports it, streamed or not: Ollama eval_duration / eval_count (its last line); llama.cpp "+
-			"server timings.predicted_per_token_ms; TGI the x-time-per-token response header of "+
+			"server timings.predicted_per_token_ms (its native and OpenAI-compatible routes); TGI the "+
+			"x-time-per-token response header of "+
 			"/generate. The engine's clock, from its first decode step to its last: it leaves out what "+
 			"the HTTP server, detokenization and the network add.",
 		gapBuckets, "model", "endpoint")

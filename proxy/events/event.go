@@ -76,6 +76,8 @@ func parseChatEvent(data []byte) Event {
 		HasUsage:     c.hasUsage,
 		InputTokens:  c.usage.input,
 		OutputTokens: c.usage.output,
+		EngineTPOT:   c.engine.tpot,
+		EngineTTFT:   c.engine.ttft,
 	}
 }
 

@@ -167,10 +167,10 @@ func readLlamaCppTimings(s *jsonScan) engineTimes {
 	return t
 }
 
-// millis converts milliseconds to a Duration; not a positive number of
-// them is 0 (not reported).
+// millis converts milliseconds to a Duration; anything but a positive
+// number of them up to a day (NaN included) is 0 (not reported).
 func millis(ms float64) time.Duration {
-	if ms <= 0 || ms > float64(24*time.Hour/time.Millisecond) {
+	if !(ms > 0 && ms <= float64(24*time.Hour/time.Millisecond)) {
 		return 0
 	}
 	return time.Duration(ms * float64(time.Millisecond))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"testing"
 	"time"
 
@@ -227,4 +228,34 @@ func referenceOllama(v any) Event {
 		e.EngineTTFT = time.Duration(promptNs + max(loadNs, 0))
 	}
 	return e
+}
+
+// TestNumber: the decimal reader agrees with strconv on the numbers
+// engines write, and on extremes, within a nanosecond of a millisecond
+// count.
+func TestNumber(t *testing.T) {
+	for _, in := range []string{"8.762428571428572", "30.1", "0", "1E+2", "2.5e-1", "0.0000e350", "1e-400", "1e400",
+		"123456789012345678901234567890e-25", "0.000001", "86400000", "86400000.5"} {
+		s := jsonScan{b: []byte(in)}
+		want, _ := strconv.ParseFloat(in, 64)
+		if got, w := millis(s.number()), millis(want); max(got-w, w-got) > 1 {
+			t.Errorf("%s: %v ms, strconv %v ms", in, got, w)
+		}
+	}
+	for _, in := range []string{"-1", `"5"`, "null", "1.2.3"} {
+		if s := (jsonScan{b: []byte(in)}); s.number() != -1 {
+			t.Errorf("%s read as a number", in)
+		}
+	}
+}
+
+// TestLlamaCppChatTimings: llama.cpp server's OpenAI-compatible chat
+// stream carries its timings on the last chunk, read as on /completion.
+func TestLlamaCppChatTimings(t *testing.T) {
+	tally := NewTally()
+	s := NewStreamScanner(ChatCompletions, 1<<16, func(e Event) { tally.Add(e, time.Unix(0, 0)) })
+	s.Write(streamtest.Read(t, "llamacpp_chat.sse"))
+	if tally.EngineTTFT != 30100*time.Microsecond || tally.EngineTPOT != 0 {
+		t.Errorf("engine TTFT %v, TPOT %v; want 30.1ms and none (the fixture has no predicted_per_token_ms)", tally.EngineTTFT, tally.EngineTPOT)
+	}
 }
