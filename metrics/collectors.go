@@ -55,12 +55,12 @@ func (m *Metrics) latencyCollectors(r *registrar, slos SLOs, stallThreshold time
 	itlBounds := itlBounds(slos, stallThreshold)
 	m.ttft = r.histogram("time_to_first_token_seconds",
 		"Time to first token: from the proxy receiving the request headers (t0) to the first "+
-			"token-bearing SSE event fully read from the upstream. One observation per stream that "+
-			"produced a token.",
+			"token-bearing SSE event (or NDJSON line) fully read from the upstream. One observation per "+
+			"stream that produced a token.",
 		withBounds(ttftBuckets, slos.bounds(SLOTTFT)...), "model", "endpoint")
 	m.itl = r.histogram("inter_token_latency_seconds",
-		"Inter-token latency: the gap between two consecutive token-bearing SSE events of a stream, "+
-			"each stamped when fully read from the upstream. One observation per gap; events that "+
+		"Inter-token latency: the gap between two consecutive token-bearing SSE events (or NDJSON "+
+			"lines) of a stream, each stamped when fully read from the upstream. One observation per gap; events that "+
 			"arrive in the same read are 0 s apart.",
 		withBounds(gapBuckets, itlBounds...), "model", "endpoint")
 	m.itlByPosition = r.histogram("inter_token_latency_by_position_seconds",

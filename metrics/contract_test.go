@@ -34,10 +34,10 @@ type family struct {
 var contract = []family{
 	{"itlproxy_time_to_first_token_seconds", typeHistogram, endpointModel, []string{
 		"from the proxy receiving the request headers (t0)",
-		"to the first token-bearing SSE event fully read from the upstream",
+		"to the first token-bearing SSE event (or NDJSON line) fully read from the upstream",
 		"One observation per stream that produced a token"}},
 	{"itlproxy_inter_token_latency_seconds", typeHistogram, endpointModel, []string{
-		"the gap between two consecutive token-bearing SSE events of a stream",
+		"the gap between two consecutive token-bearing SSE events (or NDJSON lines) of a stream",
 		"each stamped when fully read from the upstream",
 		"One observation per gap", "in the same read are 0 s apart"}},
 	{"itlproxy_inter_token_latency_by_position_seconds", typeHistogram, []string{"endpoint", "model", "position"}, []string{
@@ -131,6 +131,16 @@ var contract = []family{
 	{"itlproxy_inter_token_latency_per_token_seconds", typeHistogram, endpointModel, []string{
 		"A gap between token-bearing events divided by the tokens the later event carries",
 		"where the upstream reports tokens per event"}},
+	{"itlproxy_engine_time_per_output_token_seconds", typeHistogram, endpointModel, []string{
+		"Time per output token as the upstream reports it", "Ollama eval_duration / eval_count",
+		"llama.cpp server timings.predicted_per_token_ms", "TGI the x-time-per-token response header",
+		"it leaves out what the HTTP server, detokenization and the network add"}},
+	{"itlproxy_engine_time_to_first_token_seconds", typeHistogram, endpointModel, []string{
+		"Time to first token as the upstream reports it", "Ollama load_duration + prompt_eval_duration",
+		"llama.cpp server timings.prompt_ms"}},
+	{"itlproxy_wire_overhead_ratio", typeHistogram, endpointModel, []string{
+		"over the engine's own", "one observation per stream that has both",
+		"above 1, the difference is added between the engine and the user"}},
 	{"itlproxy_build_info", typeGauge, []string{"goversion", "revision", "version"}, []string{
 		"Always 1", "the labels name the running build"}},
 }
@@ -182,6 +192,7 @@ func recordEveryFamily(t *testing.T) *prometheus.Registry {
 		s.EventTokens(2)
 		s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: 50 * time.Millisecond})
 	}
+	m.Engine(l, 40*time.Millisecond, 200*time.Millisecond, 50*time.Millisecond)
 	m.Tokens(l, 5, 7)
 	m.Request(l, true, 200, time.Second)
 	m.ParseFailure(l, ParseTruncated)

@@ -16,6 +16,13 @@ const (
 	EndpointResponses       = "responses"
 	EndpointMessages        = "messages"
 	EndpointOther           = "other"
+
+	// The servers' native APIs.
+	EndpointOllamaChat         = "ollama_chat"
+	EndpointOllamaGenerate     = "ollama_generate"
+	EndpointTGIGenerate        = "tgi_generate"
+	EndpointLlamaCppCompletion = "llamacpp_completion"
+	EndpointSGLangGenerate     = "sglang_generate"
 )
 
 // Stream outcomes: how a stream ended.
@@ -94,6 +101,7 @@ type Options struct {
 // Metrics is itlproxy's set of collectors and the recorder the proxy
 // reports to.
 type Metrics struct {
+	engine        engineHistograms
 	ttft          *prometheus.HistogramVec
 	itl           *prometheus.HistogramVec
 	tpot          *prometheus.HistogramVec
@@ -157,6 +165,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	m.loadCollectors(r, opts.SLOs, itlBounds(opts.SLOs, opts.StallThreshold))
 	m.goodputCollectors(r)
 	m.sessionCollectors(r, opts.SLOs)
+	m.engineCollectors(r)
 	buildInfo(r, opts)
 	if r.err != nil {
 		return nil, r.err

@@ -93,8 +93,9 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 	resp.Header.Set(RequestIDHeader, ex.ids.Request)
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	encoded := !identityEncoding(resp.Header.Get("Content-Encoding"))
+	ex.m.readEngineHeaders(ex.endpoint, resp)
 	switch {
-	case mediaType == "text/event-stream":
+	case mediaType == "text/event-stream" || ex.endpoint.NDJSON() && mediaType == ndjsonType:
 		if ex.m.stream == nil {
 			ex.startStream()
 		}
@@ -155,6 +156,7 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 		ex.record(e, end)
 	}
 	ex.rec.Tokens(ex.labels, e.usage.input, e.usage.output)
+	ex.rec.Engine(ex.labels, e.engine.tpot, e.engine.ttft, e.stream.TPOT)
 	duration := end.Sub(ex.t0)
 	ex.rec.Request(ex.labels, ex.streaming, ex.code, duration)
 	if ex.span != nil {

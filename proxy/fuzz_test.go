@@ -22,14 +22,15 @@ import (
 // every request with body as an event stream, delivered in reads of
 // random sizes drawn from seed (seed 0: reads as large as the reader asks).
 type cutTransport struct {
-	body []byte
-	seed uint64
+	body        []byte
+	seed        uint64
+	contentType string // "": text/event-stream
 }
 
 func (c cutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return &http.Response{
 		StatusCode:    http.StatusOK,
-		Header:        http.Header{"Content-Type": {"text/event-stream"}},
+		Header:        http.Header{"Content-Type": {cmp(c.contentType, "text/event-stream")}},
 		Body:          io.NopCloser(&cutReader{rest: c.body, seed: c.seed}),
 		ContentLength: -1,
 		Request:       r,
@@ -67,15 +68,21 @@ type measured struct {
 }
 
 func passThrough(t *testing.T, stream []byte, seed uint64) measured {
+	return passThroughAt(t, "/v1/chat/completions", `{"model":"m","stream":true}`, cutTransport{stream, seed, ""})
+}
+
+// passThroughAt sends a request with body to path through the proxy, to
+// the upstream up.
+func passThroughAt(t *testing.T, path, body string, up cutTransport) measured {
 	reg := prometheus.NewRegistry()
 	rec, err := metrics.New(reg, metrics.Options{MaxModels: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, _ := url.Parse("http://upstream")
-	p := New(Config{Upstream: up, MaxRequestBytes: 1 << 20, MaxEventBytes: 256, Transport: cutTransport{stream, seed}}, rec, zap.NewNop())
+	upstream, _ := url.Parse("http://upstream")
+	p := New(Config{Upstream: upstream, MaxRequestBytes: 1 << 20, MaxEventBytes: 256, Transport: up}, rec, zap.NewNop())
 	w := httptest.NewRecorder()
-	p.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true}`)))
+	p.ServeHTTP(w, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
 	h := &harness{t: t, reg: reg}
 	m := measured{body: w.Body.String()}
 	m.ttft, _ = h.hist("itlproxy_time_to_first_token_seconds")

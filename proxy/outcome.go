@@ -27,13 +27,15 @@ type responseEnd struct {
 	usage usage
 	// ttft is the stream's time to first token, -1 without one.
 	ttft time.Duration
+	// engine is the upstream's own timing of the response, where reported.
+	engine engineTimes
 }
 
 // end stops the meter and returns how the response ended. code is the
 // status the client got, f why the upstream gave none if it did not, and
 // clientGone whether the client's request context was canceled.
 func (m *meter) end(code int, f failure, clientGone bool) responseEnd {
-	e := responseEnd{usage: m.body, ttft: -1}
+	e := responseEnd{usage: m.body, ttft: -1, engine: m.engineTimes()}
 	e.stream.TPOT = -1
 	if m.idle != nil {
 		m.idle.stop()

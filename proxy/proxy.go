@@ -54,6 +54,13 @@ type Config struct {
 	Recorder *recorder.Recorder
 	// Tracer, when not nil, starts a span for every request (trace.go).
 	Tracer trace.Tracer
+	// Routes are the paths whose APIs are measured; nil means
+	// DefaultRoutes (ParseRoutes adds to them).
+	Routes []Route
+	// DefaultModel is the model label of a measured request whose body
+	// names none (TGI's and llama.cpp's APIs have no model field); ""
+	// labels it _unknown.
+	DefaultModel string
 }
 
 // Proxy is the http.Handler of the proxy listener.

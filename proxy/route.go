@@ -17,10 +17,13 @@ import (
 
 func (p *Proxy) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Post("/v1/chat/completions", p.measured(events.ChatCompletions))
-	r.Post("/v1/completions", p.measured(events.Completions))
-	r.Post("/v1/responses", p.measured(events.Responses))
-	r.Post("/v1/messages", p.measured(events.Messages))
+	routes := p.cfg.Routes
+	if routes == nil {
+		routes = DefaultRoutes
+	}
+	for _, rt := range routes {
+		r.Post(rt.Path, p.measured(apis[rt.API]))
+	}
 	// Everything else is forwarded and counted, not measured: the proxy
 	// port serves nothing of its own.
 	r.NotFound(p.passthrough)
@@ -28,18 +31,21 @@ func (p *Proxy) routes() chi.Router {
 	return r
 }
 
-// measured serves an endpoint whose responses are measured: it reads the
-// body (up to the bound) for the model and the stream flag, then forwards
-// the same bytes.
-func (p *Proxy) measured(endpoint events.Endpoint) http.HandlerFunc {
+// measured serves an API whose responses are measured: it reads the body
+// (up to the bound) for the model and the stream flag, then forwards the
+// same bytes.
+func (p *Proxy) measured(api routeAPI) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		t0 := time.Now()
 		body, err := readBody(r, p.cfg.MaxRequestBytes)
 		if err != nil {
-			p.refuseBody(w, r, p.labels(r, "", endpoint), t0, err)
+			p.refuseBody(w, r, p.labels(r, "", api.endpoint), t0, err)
 			return
 		}
-		info, _ := events.InspectRequest(body)
+		endpoint, info := api.inspect(body)
+		if info.Model == "" {
+			info.Model = p.cfg.DefaultModel
+		}
 		injected := false
 		if p.cfg.InjectUsage && info.Stream && (endpoint == events.ChatCompletions || endpoint == events.Completions) {
 			if patched := events.WithUsageRequested(body); patched != nil {

@@ -36,6 +36,9 @@ type meter struct {
 	body usage // a non-streamed response's usage, when it reported one
 	// gaps keeps what the span needs of the gaps, nil unless traced.
 	gaps *spanGaps
+	// engine is the upstream's own timing of a non-streamed response, when
+	// its body or headers reported it (a stream's is in its tally).
+	engine engineTimes
 }
 
 func newMeter(rec *metrics.Metrics, labels metrics.Labels, t0 time.Time) meter {
@@ -173,6 +176,7 @@ func (m *meter) readJSON(endpoint events.Endpoint, body []byte, over bool) {
 	if e.HasUsage {
 		m.body = usage{input: e.InputTokens, output: e.OutputTokens}
 	}
+	m.engine.from(e)
 }
 
 // idleTimer ends a stream whose upstream goes silent: when no bytes have

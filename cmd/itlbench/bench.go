@@ -86,6 +86,9 @@ func newTransport(cfg config) *http.Transport {
 
 // requestBody is the JSON body of every request to model.
 func requestBody(cfg config, model string) ([]byte, error) {
+	if cfg.api != "" && cfg.api != "openai" {
+		return nativeRequestBody(cfg, model)
+	}
 	body := map[string]any{"model": model, "stream": cfg.stream}
 	if cfg.endpoint == events.ChatCompletions {
 		body["messages"] = []map[string]string{{"role": "user", "content": cfg.prompt}}

@@ -15,9 +15,10 @@
 //     report (report.go); with -compare it scrapes itlproxy's /metrics
 //     before and after the run and compares the proxy's histograms with its
 //     own (compare.go); with -watch-pid it reports the CPU time and memory
-//     of the named processes over the measured run (watch.go).
-//   - `itlbench upstream` (upstream.go) serves a simulated OpenAI-compatible
-//     upstream with fixed timing (package cmd/internal/llmsim), over HTTP or
+//     of the named processes over the measured run (watch.go). -api drives
+//     a server's native API instead of the OpenAI-compatible one (native.go).
+//   - `itlbench upstream` (upstream.go) serves a simulated upstream with
+//     fixed timing (OpenAI-compatible, and the native APIs) (package cmd/internal/llmsim), over HTTP or
 //     HTTPS with HTTP/2.
 //   - `itlbench plainproxy` (plainproxy.go) serves Go's plain
 //     httputil.ReverseProxy, measuring nothing: the baseline that itlproxy's

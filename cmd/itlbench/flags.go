@@ -29,7 +29,8 @@ func (e *usageError) Unwrap() error { return e.err }
 type config struct {
 	base     *url.URL        // the API's base URL, e.g. http://127.0.0.1:8080/v1
 	target   string          // base + the endpoint's path
-	endpoint events.Endpoint // chat completions or completions
+	endpoint events.Endpoint // chat completions or completions, or a native API's
+	api      string          // openai, ollama, tgi, llamacpp or sglang
 	models   []weighted
 
 	prompt       string
@@ -65,8 +66,8 @@ type weighted struct {
 
 const maxWeight = 1000
 
-const loadUsageHead = `itlbench drives streaming requests at an OpenAI-compatible server and
-measures, on the client's clock, time to first token (TTFT), every gap
+const loadUsageHead = `itlbench drives streaming requests at an OpenAI-compatible server (or at
+Ollama's, TGI's, llama.cpp's or SGLang's native API: -api) and measures, on the client's clock, time to first token (TTFT), every gap
 between token-bearing events (ITL) and time per output token (TPOT).
 
 usage:
@@ -108,6 +109,7 @@ Examples:
   itlbench -c 200 -rate 20 -requests 1000 -H 'Authorization: Bearer '$KEY
   itlbench -model a=3,b=1 -turns 4 -json > run.json
   itlbench -url http://127.0.0.1:8080/v1 -compare-metrics http://127.0.0.1:9090/metrics
+  itlbench -api ollama -url http://127.0.0.1:11434 -model llama3.2 -c 4
 `
 
 // headerFlag collects repeated -H flags.
@@ -132,6 +134,7 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	fs.SetOutput(io.Discard)
 	base := fs.String("url", "http://127.0.0.1:8080/v1", "base `URL` of the OpenAI-compatible API; the endpoint's path is appended")
 	endpoint := fs.String("endpoint", "chat", "`API`: chat (/chat/completions) or completions (/completions)")
+	api := fs.String("api", "openai", "`family` of the API: openai (-endpoint's), or a server's native one: ollama\n(/api/chat), tgi (/generate_stream, /generate), llamacpp (/completion) or\nsglang (/generate); -url is then the server's root")
 	models := fs.String("model", "", "model(s), comma-separated, each optionally weighted `name=W` (W 1-1000; round-robin\nby weight); empty: the first model GET <url>/models lists")
 	fs.StringVar(&cfg.prompt, "prompt", "Write a long story about a lighthouse keeper.", "the prompt `text` (chat: one user message)")
 	promptFile := fs.String("prompt-file", "", "read the prompt from `file` instead")
@@ -164,7 +167,10 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	raw := rawFlags{base: *base, endpoint: *endpoint, models: *models, promptFile: *promptFile, body: *body, watch: *watch}
+	if *api != "openai" && !set["url"] {
+		*base = "http://127.0.0.1:8080"
+	}
+	raw := rawFlags{api: *api, base: *base, endpoint: *endpoint, models: *models, promptFile: *promptFile, body: *body, watch: *watch}
 	if errs := append(cfg.checkRequest(raw, set), cfg.checkLoad(raw, set)...); len(errs) > 0 {
 		return cfg, false, &usageError{errors.Join(errs...)}
 	}
@@ -173,7 +179,7 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 
 // rawFlags are the flags parseLoadFlags checks and converts into config.
 type rawFlags struct {
-	base, endpoint, models, promptFile, body, watch string
+	api, base, endpoint, models, promptFile, body, watch string
 }
 
 // checkRequest completes what cfg sends from the parsed flags, raw and set
@@ -186,16 +192,29 @@ func (cfg *config) checkRequest(raw rawFlags, set map[string]bool) []error {
 	if err != nil || (cfg.base.Scheme != "http" && cfg.base.Scheme != "https") || cfg.base.Host == "" {
 		bad("-url %q: want an http or https URL with a host", raw.base)
 	}
-	switch raw.endpoint {
-	case "chat":
+	cfg.api = raw.api
+	switch {
+	case raw.api != "openai":
+		native, ok := nativeEndpoints[raw.api]
+		if !ok {
+			bad("-api %q: want openai, ollama, tgi, llamacpp or sglang", raw.api)
+		}
+		if set["endpoint"] {
+			bad("-endpoint is for -api openai")
+		}
+		cfg.endpoint = native
+		if raw.api == "ollama" && strings.TrimSpace(raw.models) == "" {
+			bad("-api ollama: name the -model")
+		}
+	case raw.endpoint == "chat":
 		cfg.endpoint = events.ChatCompletions
-	case "completions":
+	case raw.endpoint == "completions":
 		cfg.endpoint = events.Completions
 	default:
 		bad("-endpoint %q: want chat or completions", raw.endpoint)
 	}
 	if cfg.base != nil {
-		cfg.target = cfg.base.String() + endpointPath[cfg.endpoint]
+		cfg.target = cfg.base.String() + cfg.path()
 	}
 	if cfg.models, err = parseModels(raw.models); err != nil {
 		bad("-model: %v", err)
@@ -277,8 +296,6 @@ func (cfg *config) checkLoad(raw rawFlags, set map[string]bool) []error {
 	}
 	return errs
 }
-
-var endpointPath = map[events.Endpoint]string{events.ChatCompletions: "/chat/completions", events.Completions: "/completions"}
 
 // parseModels reads "a,b=3,c".
 func parseModels(s string) ([]weighted, error) {

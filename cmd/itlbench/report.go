@@ -108,7 +108,7 @@ func newReport(b *bench, elapsed time.Duration) *report {
 		Target:           redactedURL(cfg.target),
 		Endpoint:         cfg.endpoint.Label(),
 		Stream:           cfg.stream,
-		IncludeUsage:     cfg.stream && cfg.includeUsage,
+		IncludeUsage:     cfg.stream && cfg.includeUsage && (cfg.api == "" || cfg.api == "openai"),
 		Concurrency:      cfg.concurrency,
 		Rate:             cfg.rate,
 		DurationSeconds:  cfg.duration.Seconds(),

@@ -107,7 +107,7 @@ func (w *worker) do(ctx context.Context, m int) {
 		return
 	}
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mediaType == "text/event-stream" {
+	if mediaType == "text/event-stream" || mediaType == "application/x-ndjson" && b.cfg.endpoint.NDJSON() {
 		w.readStream(ctx, resp.Body)
 	} else {
 		w.readWhole(ctx, resp.Body)

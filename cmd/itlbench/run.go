@@ -31,6 +31,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil || help {
 		return err
 	}
+	if len(cfg.models) == 0 && cfg.api != "" && cfg.api != "openai" {
+		cfg.models = []weighted{{Name: nativeDefaultModel, Weight: 1}}
+	}
 	if len(cfg.models) == 0 {
 		name, err := discoverModel(ctx, cfg)
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -109,14 +108,9 @@ func TestMessagesAgainstClientClock(t *testing.T) {
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
 	read := func(cs *clientStream) {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+in.proxy+"/v1/messages",
-			strings.NewReader(fmt.Sprintf(`{"model":%q,"max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, cs.model)))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Anthropic-Version", "2023-06-01")
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-			WroteRequest: func(httptrace.WroteRequestInfo) { cs.sent = time.Now() },
-		}))
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := postTimed(in, "/v1/messages",
+			fmt.Sprintf(`{"model":%q,"max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, cs.model),
+			cs, "Anthropic-Version", "2023-06-01")
 		if err != nil {
 			cs.err = err
 			return

@@ -141,7 +141,7 @@ func (c *arrivalClock) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // tokenEvent matches the token events of formatFor, in any API.
-var tokenEvent = regexp.MustCompile(`"(content|delta|text)":"w\d`)
+var tokenEvent = regexp.MustCompile(`"(content|delta|text|response)":"w\d`)
 
 type stampingBody struct {
 	io.ReadCloser

@@ -12,6 +12,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy"
 )
 
 // config is itlproxy's whole configuration, read from the environment.
@@ -40,6 +41,9 @@ type config struct {
 	H2C         bool   `env:"ITLPROXY_H2C" envDefault:"false" help:"Also accept cleartext HTTP/2 (h2c, prior knowledge) on a listener without TLS, as service meshes send it."`
 
 	InjectUsage bool `env:"ITLPROXY_INJECT_USAGE" envDefault:"false" help:"Ask for usage on streaming chat and completions requests that do not (stream_options.include_usage), and take it out of the response: tokens and TPOT for every stream; see the README."`
+
+	Routes       string `env:"ITLPROXY_ROUTES" help:"Comma-separated path=api pairs that measure an API on another path (a server mounted under a prefix), added to the built-in routes: e.g. /ollama/api/chat=ollama_chat,/generate=tgi_generate. APIs: see the README's route table."`
+	DefaultModel string `env:"ITLPROXY_DEFAULT_MODEL" help:"Model label of a measured request whose body names no model (TGI's and llama.cpp's native APIs). Unset: _unknown."`
 
 	ReadHeaderTimeout time.Duration `env:"ITLPROXY_READ_HEADER_TIMEOUT" envDefault:"10s" help:"Longest a client may take to send its request headers (slowloris); the connection is closed after it."`
 	ClientIdleTimeout time.Duration `env:"ITLPROXY_CLIENT_IDLE_TIMEOUT" envDefault:"2m" help:"How long an idle keep-alive client connection is kept open."`
@@ -94,6 +98,8 @@ type config struct {
 	upstreamTLS *tls.Config
 	// listenerTLS is the proxy listener's TLS configuration, nil without.
 	listenerTLS *tls.Config
+	// routes are the built-in routes with ITLPROXY_ROUTES's.
+	routes []proxy.Route
 }
 
 // byteSize is a size in bytes, written as a whole number with an optional
@@ -174,6 +180,13 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 		problems = append(problems, err)
 	} else {
 		cfg.listenerTLS = listenerTLS
+	}
+	if routes, err := proxy.ParseRoutes(cfg.Routes); err != nil {
+		for line := range strings.SplitSeq(err.Error(), "\n") {
+			problems = append(problems, "ITLPROXY_ROUTES: "+line)
+		}
+	} else {
+		cfg.routes = routes
 	}
 	cfg.slos = metrics.SLOs{Default: metrics.Objectives{TTFT: cfg.SLOTTFT, ITL: cfg.SLOITL, TPOT: cfg.SLOTPOT, MaxGap: cfg.SLOMaxGap}}
 	if cfg.SLOFile != "" && len(problems) == 0 {

@@ -13,6 +13,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy"
 )
 
 const upstreamOK = "http://127.0.0.1:8000"
@@ -53,6 +54,7 @@ func TestConfigDefaults(t *testing.T) {
 		OTELTracesSampler:    "parentbased_always_on",
 		OTELTracesSamplerArg: 1,
 		OTELBSPMaxQueueSize:  2048,
+		routes:               proxy.DefaultRoutes,
 	}
 	if tc := cfg.upstreamTLS; tc == nil || tc.InsecureSkipVerify || tc.RootCAs != nil {
 		t.Errorf("upstream TLS by default: %+v, want verification against the system's roots", tc)
@@ -205,6 +207,15 @@ var configErrorCases = []struct {
 			`ITLPROXY_RECORDER_SLOWEST="20000": must be between 0 and 10000`,
 			`ITLPROXY_RECORDER_MAX_GAPS="100000": must be between 0 and 65536`,
 			`ITLPROXY_RECORDER_WINDOW="0s": must be positive`,
+		},
+	},
+	{
+		name: "routes name a path and a known API",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_ROUTES": "/ollama/api/chat=ollama,tgi=tgi_generate"},
+		want: []string{
+			`ITLPROXY_ROUTES: "/ollama/api/chat=ollama": unknown API "ollama" (one of chat_completions, completions, generate, ` +
+				`llamacpp_completion, messages, ollama_chat, ollama_generate, responses, sglang_generate, tgi_generate, tgi_generate_stream)`,
+			`ITLPROXY_ROUTES: "tgi=tgi_generate": the path must start with / and hold no pattern`,
 		},
 	},
 	{

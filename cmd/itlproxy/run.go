@@ -238,6 +238,8 @@ func (s *server) newProxy(upstream *url.URL) *proxy.Proxy {
 		InjectUsage:       s.cfg.InjectUsage,
 		Recorder:          s.recorder,
 		Tracer:            s.tracer,
+		Routes:            s.cfg.routes,
+		DefaultModel:      s.cfg.DefaultModel,
 	}, s.rec, s.log.Named("proxy"))
 }
 

@@ -42,6 +42,9 @@ func (u scheduledUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	tokens := len(gaps) + 1
 	f := formatFor(r.URL.Path, model)
 	send := rawEventWriter(w)
+	if f.ndjson {
+		send = lineWriter(w)
+	}
 	for _, ev := range f.start {
 		if !send(ev) {
 			return
@@ -72,12 +75,17 @@ type streamFormat struct {
 	start []string
 	token func(i int) string
 	end   func(tokens int) []string
+	// ndjson: the stream is newline-delimited JSON, a line per event.
+	ndjson bool
 }
 
 // formatFor returns the stream format of the API at path, each event as
 // its lines (without the blank line that ends it); the Responses and
 // Messages APIs name their events.
 func formatFor(path, model string) streamFormat {
+	if f, ok := nativeFormat(path, model); ok {
+		return f
+	}
 	switch path {
 	case "/v1/responses":
 		return streamFormat{
@@ -127,10 +135,17 @@ func named(name, data string) string { return "event: " + name + "\ndata: " + da
 // sends one event, given its lines, and flushes it, reporting whether the
 // client is still there.
 func rawEventWriter(w http.ResponseWriter) func(lines string) bool {
-	w.Header().Set("Content-Type", "text/event-stream")
+	return flushingWriter(w, "text/event-stream", "\n\n")
+}
+
+// flushingWriter starts a stream of contentType on w and returns a
+// function that sends one event followed by end, and flushes it,
+// reporting whether the client is still there.
+func flushingWriter(w http.ResponseWriter, contentType, end string) func(event string) bool {
+	w.Header().Set("Content-Type", contentType)
 	rc := http.NewResponseController(w)
-	return func(lines string) bool {
-		_, err := io.WriteString(w, lines+"\n\n")
+	return func(event string) bool {
+		_, err := io.WriteString(w, event+end)
 		return err == nil && rc.Flush() == nil
 	}
 }

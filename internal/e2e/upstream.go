@@ -33,7 +33,7 @@ func Uniform(lo, hi time.Duration) func(int) time.Duration {
 
 // Upstream is an OpenAI-compatible server for its Models: chat
 // completions and completions, streamed ("stream":true, ending with usage
-// and [DONE]) or whole. It answers 400 for a model it does not know.
+// and [DONE]) or whole; and Ollama's native /api/chat, streamed (native.go). It answers 400 for a model it does not know.
 type Upstream struct {
 	Models map[string]Model
 
@@ -62,6 +62,10 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error"}}`)
+		return
+	}
+	if r.URL.Path == "/api/chat" { // Ollama's, streamed by default
+		m.ollamaChat(w, r, name, turn)
 		return
 	}
 	if !strings.Contains(string(body), `"stream":true`) {

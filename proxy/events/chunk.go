@@ -27,6 +27,9 @@ type chunk struct {
 	// failed: the chunk is an error report ({"error": {...}}, or vLLM's
 	// older {"object": "error", ...}).
 	failed bool
+	// engine: the server's own timing, from llama.cpp server's "timings"
+	// (on its last chunk).
+	engine engineTimes
 }
 
 // parseChunk reads a chunk. ok is false when data is not one well-formed
@@ -48,6 +51,8 @@ func parseChunk(data []byte) (c chunk, ok bool) {
 			errorSet = s.present()
 		case "object":
 			objectIsError = string(s.stringOrSkip()) == "error"
+		case "timings":
+			c.engine = readLlamaCppTimings(&s)
 		default:
 			s.skip()
 		}

@@ -1,6 +1,10 @@
 // Package events reads the response streams and request bodies of the LLM
 // APIs itlproxy measures: OpenAI's chat completions and completions, its
-// Responses API, and Anthropic's Messages API. It owns the definitions the
+// Responses API, Anthropic's Messages API, and the servers' native APIs
+// (Ollama's newline-delimited JSON, TGI's, llama.cpp server's and
+// SGLang's event streams: native.go, native_generate.go, whose doc
+// comments give each API's token rule, end marker, usage and engine
+// timing). It owns the definitions the
 // measurement rests on, so that itlproxy and itlbench (which imports this
 // package, and not the proxy) count exactly the same things at the two
 // ends of a comparison.

@@ -12,6 +12,11 @@ const (
 	Responses                       // /v1/responses
 	Messages                        // /v1/messages (Anthropic)
 	Other
+	OllamaChat         // Ollama's /api/chat (newline-delimited JSON)
+	OllamaGenerate     // Ollama's /api/generate (newline-delimited JSON)
+	TGIGenerate        // TGI's /generate_stream and /generate
+	LlamaCppCompletion // llama.cpp server's /completion
+	SGLangGenerate     // SGLang's /generate
 )
 
 // labels are the endpoint label values of itlproxy's metrics, which its
@@ -22,13 +27,35 @@ var labels = [...]string{
 	Responses:       "responses",
 	Messages:        "messages",
 	Other:           "other",
+
+	OllamaChat:         "ollama_chat",
+	OllamaGenerate:     "ollama_generate",
+	TGIGenerate:        "tgi_generate",
+	LlamaCppCompletion: "llamacpp_completion",
+	SGLangGenerate:     "sglang_generate",
 }
 
 // Label returns the endpoint's metric label value ("chat_completions",
-// "completions", "responses", "messages" or "other").
+// "completions", "responses", "messages", "other", or a native API's:
+// "ollama_chat", "ollama_generate", "tgi_generate", "llamacpp_completion",
+// "sglang_generate").
 func (e Endpoint) Label() string {
 	if int(e) < len(labels) {
 		return labels[e]
 	}
 	return labels[Other]
 }
+
+// ParseEndpoint returns the endpoint whose label is label.
+func ParseEndpoint(label string) (Endpoint, bool) {
+	for e, l := range labels {
+		if l == label {
+			return Endpoint(e), true
+		}
+	}
+	return Other, false
+}
+
+// NDJSON reports whether the endpoint streams newline-delimited JSON
+// (application/x-ndjson) rather than server-sent events.
+func (e Endpoint) NDJSON() bool { return e == OllamaChat || e == OllamaGenerate }

@@ -1,6 +1,9 @@
 package events
 
-import "bytes"
+import (
+	"bytes"
+	"time"
+)
 
 // Event is what the measurement makes of one server-sent event's data, or
 // of a whole non-streamed response body.
@@ -33,6 +36,11 @@ type Event struct {
 	// tokens), -1 when absent.
 	HasUsage                  bool
 	InputTokens, OutputTokens int64
+	// EngineTPOT and EngineTTFT are the upstream's own account of the
+	// generation, where its API reports one (on a native API's last line
+	// or event: see each reader): its time per output token and its time
+	// to first token; 0 when not reported.
+	EngineTPOT, EngineTTFT time.Duration
 }
 
 // ParseJSON classifies one event's JSON data, or a whole non-streamed
@@ -46,6 +54,14 @@ func parserFor(endpoint Endpoint) func([]byte) Event {
 		return parseResponsesEvent
 	case Messages:
 		return parseMessagesEvent
+	case OllamaChat, OllamaGenerate:
+		return parseOllamaEvent
+	case LlamaCppCompletion:
+		return parseLlamaCppEvent
+	case TGIGenerate:
+		return parseTGIEvent
+	case SGLangGenerate:
+		return parseSGLangEvent
 	}
 	return parseChatEvent
 }
@@ -60,6 +76,8 @@ func parseChatEvent(data []byte) Event {
 		HasUsage:     c.hasUsage,
 		InputTokens:  c.usage.input,
 		OutputTokens: c.usage.output,
+		EngineTPOT:   c.engine.tpot,
+		EngineTTFT:   c.engine.ttft,
 	}
 }
 
@@ -85,17 +103,28 @@ func classify(ev sseEvent, parse func([]byte) Event) Event {
 // the same events as token-bearing. The caller stamps its clock before
 // each Write: every event that Write completes arrived then.
 type StreamScanner struct {
-	split *sseSplitter
+	split splitter
 	parse func([]byte) Event
 	on    func(Event)
 }
 
+// splitter cuts a stream into events: sseSplitter, or ndjsonSplitter for
+// the APIs that stream newline-delimited JSON.
+type splitter interface {
+	write(p []byte)
+	end() (truncated bool)
+}
+
 // NewStreamScanner returns a scanner of an endpoint's stream that calls on
-// for each event, and buffers at most maxEventBytes of one event (larger
-// ones are reported as Oversized).
+// for each event (each line, for an NDJSON endpoint), and buffers at most
+// maxEventBytes of one event (larger ones are reported as Oversized).
 func NewStreamScanner(endpoint Endpoint, maxEventBytes int, on func(Event)) *StreamScanner {
 	s := &StreamScanner{on: on, parse: parserFor(endpoint)}
-	s.split = newSSESplitter(s, maxEventBytes)
+	if endpoint.NDJSON() {
+		s.split = newNDJSONSplitter(s, maxEventBytes)
+	} else {
+		s.split = newSSESplitter(s, maxEventBytes)
+	}
 	return s
 }
 

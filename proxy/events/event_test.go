@@ -27,7 +27,13 @@ func TestEndpointLabels(t *testing.T) {
 		Responses:       metrics.EndpointResponses,
 		Messages:        metrics.EndpointMessages,
 		Other:           metrics.EndpointOther,
-		Other + 1:       metrics.EndpointOther,
+
+		OllamaChat:         metrics.EndpointOllamaChat,
+		OllamaGenerate:     metrics.EndpointOllamaGenerate,
+		TGIGenerate:        metrics.EndpointTGIGenerate,
+		LlamaCppCompletion: metrics.EndpointLlamaCppCompletion,
+		SGLangGenerate:     metrics.EndpointSGLangGenerate,
+		SGLangGenerate + 1: metrics.EndpointOther,
 	} {
 		if got := e.Label(); got != want {
 			t.Errorf("Endpoint(%d).Label() = %q, want %q", e, got, want)

@@ -3,6 +3,7 @@ package events
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"unicode/utf8"
 )
 
@@ -264,4 +265,40 @@ func decodeString(raw []byte) string {
 		return ""
 	}
 	return out
+}
+
+// number reads a non-negative JSON number (engines report durations as
+// fractions of milliseconds), or skips any other value and returns -1.
+func (s *jsonScan) number() float64 {
+	if c := s.peek(); c < '0' || c > '9' {
+		s.skip()
+		return -1
+	}
+	start := s.i
+	v, scale := 0.0, 0.0
+	inExp, exp, expSign := false, 0, 1
+	for ; s.i < len(s.b) && isNumberByte(s.b[s.i]); s.i++ {
+		c := s.b[s.i]
+		switch {
+		case c == '.' && scale == 0 && !inExp:
+			scale = 1
+		case (c == 'e' || c == 'E') && !inExp:
+			inExp = true
+		case inExp && c == '-':
+			expSign = -1
+		case inExp && c == '+':
+		case c < '0' || c > '9' || exp > 400:
+			s.i = start
+			s.skip()
+			return -1
+		case inExp:
+			exp = exp*10 + int(c-'0')
+		case scale > 0:
+			scale *= 10
+			v += float64(c-'0') / scale
+		default:
+			v = v*10 + float64(c-'0')
+		}
+	}
+	return v * math.Pow10(expSign*exp)
 }

@@ -100,3 +100,33 @@ func BenchmarkParseChunk(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNDJSONScanner is the NDJSON splitter and Ollama's line reader
+// over a recorded /api/chat stream: one line per write, and the whole
+// stream in one write.
+func BenchmarkNDJSONScanner(b *testing.B) {
+	raw := streamtest.ReadNative(b, "ollama_chat.ndjson")
+	lines := bytes.SplitAfter(raw, []byte{'\n'})
+	lines = lines[:len(lines)-1] // the empty rest after the last '\n'
+	for _, tc := range []struct {
+		name   string
+		writes [][]byte
+	}{
+		{"line-per-write", lines},
+		{"stream-per-write", [][]byte{raw}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			n := 0
+			s := NewStreamScanner(OllamaChat, 1<<20, func(Event) { n++ })
+			b.SetBytes(int64(len(raw)))
+			streamtest.PerEvent(b, len(lines), func() {
+				for _, w := range tc.writes {
+					s.Write(w)
+				}
+			})
+			if n != b.N*len(lines) {
+				b.Fatalf("read %d lines, want %d", n, b.N*len(lines))
+			}
+		})
+	}
+}

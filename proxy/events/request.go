@@ -7,10 +7,17 @@ type Request struct {
 	Model  string
 	Stream bool
 	User   string // the end-user id some clients send; a session id fallback
+	// NoStream: "stream" is false, said explicitly (Ollama streams unless
+	// asked not to).
+	NoStream bool
+	// Inputs: the body has a top-level "inputs", as TGI's /generate
+	// requests do (SGLang's, served on the same path, have "text" or
+	// "input_ids").
+	Inputs bool
 }
 
-// InspectRequest reads the top-level "model", "stream" and "user" of a
-// request body. ok is false when the body is not one well-formed JSON
+// InspectRequest reads the top-level "model", "stream", "user" and
+// "inputs" of a request body. ok is false when the body is not one well-formed JSON
 // object.
 func InspectRequest(body []byte) (info Request, ok bool) {
 	s := jsonScan{b: body}
@@ -24,7 +31,10 @@ func InspectRequest(body []byte) (info Request, ok bool) {
 		case "user":
 			info.User = stringValue(&s)
 		case "stream":
-			info.Stream = s.peek() == 't'
+			info.Stream, info.NoStream = s.peek() == 't', s.peek() == 'f'
+			s.skip()
+		case "inputs":
+			info.Inputs = true
 			s.skip()
 		default:
 			s.skip()

@@ -15,7 +15,8 @@ func TestInspectRequest(t *testing.T) {
 		{"chat", `{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"hi"}],"stream":true,"user":"u-42"}`,
 			Request{Model: "meta-llama/Llama-3.1-8B-Instruct", Stream: true, User: "u-42"}, true},
 		{"user not a string", `{"model":"m","user":{"id":1}}`, Request{Model: "m"}, true},
-		{"not streaming", `{"stream":false,"model":"m"}`, Request{Model: "m"}, true},
+		{"not streaming", `{"stream":false,"model":"m"}`, Request{Model: "m", NoStream: true}, true},
+		{"TGI's shape", `{"inputs":"hi","parameters":{}}`, Request{Inputs: true}, true},
 		{"no stream field", `{"model":"qwen2.5:7b"}`, Request{Model: "qwen2.5:7b"}, true},
 		{"escaped model", `{"model":"a\u002fb"}`, Request{Model: "a/b"}, true},
 		{"model not a string", `{"model":42,"stream":true}`, Request{Stream: true}, true},
@@ -42,6 +43,8 @@ func FuzzInspectRequest(f *testing.F) {
 		`{"model":"a\u002fb","stream":false,"stream_options":{"include_usage":true}}`,
 		`{"model":42,"stream":"true","user":null}`,
 		`{"messages":[{"model":"inner"}],"model":"outer"}`,
+		`{"inputs":"hi","parameters":{"max_new_tokens":8}}`,
+		`{"model":"llama3","messages":[],"stream":false}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -55,6 +58,8 @@ func FuzzInspectRequest(f *testing.F) {
 		want.Model, _ = top["model"].(string)
 		want.User, _ = top["user"].(string)
 		want.Stream = top["stream"] == true
+		want.NoStream = top["stream"] == false
+		_, want.Inputs = top["inputs"]
 		if !ok || got != want {
 			t.Fatalf("InspectRequest(%q) = %+v, %v; encoding/json reads %+v", body, got, ok, want)
 		}

@@ -53,14 +53,13 @@ type sseSplitter struct {
 	h   sseHandler
 	max int
 
-	line      []byte // an unterminated line carried over to the next write
-	data      []byte // the current event's data, lines joined with '\n'
-	typ       []byte // the current event's type
-	hasData   bool   // the current event has at least one data line
-	afterCR   bool   // the last write ended in '\r': a leading '\n' ends the same line
-	discard   bool   // the current line overflowed: drop it up to its end
-	oversized bool   // the current event overflowed: dispatch it as Oversized
-	started   bool   // the first line has been seen (BOM handled)
+	partialLine        // an unterminated line carried over to the next write
+	data        []byte // the current event's data, lines joined with '\n'
+	typ         []byte // the current event's type
+	hasData     bool   // the current event has at least one data line
+	afterCR     bool   // the last write ended in '\r': a leading '\n' ends the same line
+	oversized   bool   // the current event overflowed: dispatch it as Oversized
+	started     bool   // the first line has been seen (BOM handled)
 
 	off    int64 // the stream offset of the next byte written
 	start  int64 // the stream offset where the current event's raw bytes start
@@ -87,19 +86,12 @@ func (s *sseSplitter) write(p []byte) {
 		}
 		i := lineEnd(p)
 		if i < 0 {
-			s.carry(p)
+			s.carry(p, s.max)
 			s.off += int64(len(p))
 			return
 		}
 		end := s.off + int64(i) // where the line ends
-		line := p[:i]
-		switch {
-		case len(s.line) > 0 || s.discard:
-			s.carry(line)
-			line = s.line
-		case len(line) > s.max:
-			s.discard = true // the same verdict carry gives a line split across writes
-		}
+		line := s.complete(p[:i], s.max)
 		if p[i] == '\r' {
 			switch {
 			case i+1 == len(p):
@@ -133,17 +125,39 @@ func lineEnd(p []byte) int {
 	return n
 }
 
+// partialLine is a line that continues in a later write, kept up to a
+// bound: past it, the line is dropped up to its end.
+type partialLine struct {
+	line    []byte
+	discard bool // the line overflowed: drop it up to its end
+}
+
+// complete returns the whole of a line whose end is in this write, rest
+// being its part in it: the part carried from earlier writes and rest, or
+// rest alone. A line past the bound is marked discarded, whether it
+// arrived in one write or several.
+func (l *partialLine) complete(rest []byte, max int) []byte {
+	switch {
+	case len(l.line) > 0 || l.discard:
+		l.carry(rest, max)
+		return l.line
+	case len(rest) > max:
+		l.discard = true
+	}
+	return rest
+}
+
 // carry keeps part of a line that continues in a later write.
-func (s *sseSplitter) carry(b []byte) {
-	if s.discard {
+func (l *partialLine) carry(b []byte, max int) {
+	if l.discard {
 		return
 	}
-	if len(s.line)+len(b) > s.max {
-		s.discard = true
-		s.line = nil
+	if len(l.line)+len(b) > max {
+		l.discard = true
+		l.line = nil
 		return
 	}
-	s.line = appendBounded(s.line, b, s.max)
+	l.line = appendBounded(l.line, b, max)
 }
 
 // appendBounded appends b to dst, which the caller has checked will stay

@@ -19,6 +19,9 @@ type Tally struct {
 	// Done: the stream's end marker arrived. Failed: the upstream reported
 	// an error. Incomplete: it ended the response early, and said so.
 	Done, Failed, Incomplete bool
+	// EngineTPOT and EngineTTFT are the upstream's own timing of the
+	// stream, when it reported it (Event.EngineTPOT); 0 otherwise.
+	EngineTPOT, EngineTTFT time.Duration
 
 	// When token-bearing events carry cumulative usage (vLLM's
 	// continuous_usage_stats), each event's own count is the difference
@@ -51,6 +54,12 @@ func (t *Tally) Add(e Event, at time.Time) (tok Token, ok bool) {
 	t.Done = t.Done || e.Done
 	t.Failed = t.Failed || e.Failed
 	t.Incomplete = t.Incomplete || e.Incomplete
+	if e.EngineTPOT > 0 {
+		t.EngineTPOT = e.EngineTPOT
+	}
+	if e.EngineTTFT > 0 {
+		t.EngineTTFT = e.EngineTTFT
+	}
 	if e.Token && t.Events == 0 {
 		t.perEvent = e.HasUsage && e.OutputTokens >= 0
 	}

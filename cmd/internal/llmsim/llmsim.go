@@ -70,8 +70,8 @@ type request struct {
 	} `json:"stream_options"`
 }
 
-// ServeHTTP serves POST /v1/chat/completions, POST /v1/completions and
-// GET /v1/models.
+// ServeHTTP serves POST /v1/chat/completions, POST /v1/completions,
+// GET /v1/models, and the native APIs (native.go).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/models":
@@ -80,6 +80,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.complete(w, r, true)
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/completions":
 		s.complete(w, r, false)
+	case r.Method == http.MethodPost && s.serveNative(w, r):
 	default:
 		writeError(w, http.StatusNotFound, "not found")
 	}
@@ -212,26 +213,15 @@ func (c *completion) stream(w http.ResponseWriter, r *http.Request, includeUsage
 			return
 		}
 	}
-	timer := time.NewTimer(jittered(c.model.TTFT, c.model.Jitter))
-	defer timer.Stop()
-	for i := 0; i < c.tokens; i++ {
-		if i > 0 {
-			timer.Reset(c.gap())
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-timer.C:
-		}
-		word := words[i%len(words)]
+	if !c.decode(r, func(i int, word string) bool {
 		finish := "null"
 		if i == c.tokens-1 {
 			finish = c.finish
 		}
 		buf = c.appendChunk(buf[:0], word, "", finish)
-		if !send() {
-			return
-		}
+		return send()
+	}) {
+		return
 	}
 	if includeUsage {
 		buf = append(buf[:0], "data: "...)
@@ -245,6 +235,47 @@ func (c *completion) stream(w http.ResponseWriter, r *http.Request, includeUsage
 	}
 	buf = append(buf[:0], "data: [DONE]\n\n"...)
 	send()
+}
+
+// decode runs the simulated decode: it calls emit with each token when
+// its time comes, and reports whether every token was emitted (false: the
+// client went away, or emit failed).
+func (c *completion) decode(r *http.Request, emit func(i int, word string) bool) bool {
+	timer := time.NewTimer(jittered(c.model.TTFT, c.model.Jitter))
+	defer timer.Stop()
+	for i := 0; i < c.tokens; i++ {
+		if i > 0 {
+			timer.Reset(c.gap())
+		}
+		select {
+		case <-r.Context().Done():
+			return false
+		case <-timer.C:
+		}
+		if !emit(i, words[i%len(words)]) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitWhole waits as long as the whole completion would take, and
+// returns it, or reports false when the client went away first.
+func (c *completion) waitWhole(r *http.Request) ([]byte, bool) {
+	wait := jittered(c.model.TTFT, c.model.Jitter)
+	for i := 1; i < c.tokens; i++ {
+		wait += c.gap()
+	}
+	select {
+	case <-r.Context().Done():
+		return nil, false
+	case <-time.After(wait):
+	}
+	text := make([]byte, 0, 8*c.tokens)
+	for i := 0; i < c.tokens; i++ {
+		text = append(text, words[i%len(words)]...)
+	}
+	return text, true
 }
 
 func (c *completion) object(chunk bool) string {
@@ -307,18 +338,9 @@ func (c *completion) appendUsage(buf []byte) []byte {
 // whole answers a non-streamed request once the whole completion would
 // have been generated.
 func (c *completion) whole(w http.ResponseWriter, r *http.Request) {
-	wait := jittered(c.model.TTFT, c.model.Jitter)
-	for i := 1; i < c.tokens; i++ {
-		wait += c.gap()
-	}
-	select {
-	case <-r.Context().Done():
+	text, ok := c.waitWhole(r)
+	if !ok {
 		return
-	case <-time.After(wait):
-	}
-	text := make([]byte, 0, 8*c.tokens)
-	for i := 0; i < c.tokens; i++ {
-		text = append(text, words[i%len(words)]...)
 	}
 	buf := c.appendHead(nil, c.object(false))
 	buf = append(buf, `"choices":[{"index":0,`...)
