@@ -32,6 +32,11 @@ func (m *Metrics) ReloadSLOs(s SLOs) {
 	})
 }
 
+// ParseSLOFile is LoadSLOFile of data already read from path.
+func ParseSLOFile(path string, data []byte, base Objectives) (SLOs, error) {
+	return parseSLOs(path, data, base)
+}
+
 // reload reserves the models with objectives of their own, then calls f
 // with every label value, all under the lock, so that no label value is
 // admitted meanwhile.

@@ -79,6 +79,9 @@ type config struct {
 	upstreamTLS *tls.Config
 	// listenerTLS is the proxy listener's TLS configuration, nil without.
 	listenerTLS *tls.Config
+	// tlsFiles are the certificate files both take, re-read when they
+	// change.
+	tlsFiles []*tlsFile
 }
 
 // byteSize is a size in bytes, written as a whole number with an optional
@@ -150,17 +153,17 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 		}
 		problems = append(problems, p.String())
 	}
-	if tlsConfig, errs := upstreamTLS(cfg); len(errs) > 0 {
+	if tlsConfig, files, errs := upstreamTLS(cfg); len(errs) > 0 {
 		problems = append(problems, errs...)
 	} else {
-		cfg.upstreamTLS = tlsConfig
+		cfg.upstreamTLS, cfg.tlsFiles = tlsConfig, files
 	}
-	if listenerTLS, err := listenerTLS(cfg); err != "" {
+	if listenerTLS, pair, err := listenerTLS(cfg); err != "" {
 		problems = append(problems, err)
-	} else {
-		cfg.listenerTLS = listenerTLS
+	} else if pair != nil {
+		cfg.listenerTLS, cfg.tlsFiles = listenerTLS, append(cfg.tlsFiles, pair)
 	}
-	cfg.slos = metrics.SLOs{Default: metrics.Objectives{TTFT: cfg.SLOTTFT, ITL: cfg.SLOITL, TPOT: cfg.SLOTPOT, MaxGap: cfg.SLOMaxGap}}
+	cfg.slos = metrics.SLOs{Default: cfg.envObjectives()}
 	if cfg.SLOFile != "" && len(problems) == 0 {
 		slos, err := metrics.LoadSLOFile(cfg.SLOFile, cfg.slos.Default)
 		if err != nil {
