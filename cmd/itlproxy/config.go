@@ -20,7 +20,7 @@ import (
 type config struct {
 	UpstreamURL string `env:"ITLPROXY_UPSTREAM_URL" help:"URL of the OpenAI-compatible server (http or https, optional base path). Required, except in demo mode."`
 	ListenAddr  string `env:"ITLPROXY_LISTEN_ADDR" envDefault:":8080" help:"Address of the proxy listener: proxied traffic only."`
-	AdminAddr   string `env:"ITLPROXY_ADMIN_ADDR" envDefault:":9090" help:"Address of the admin listener: /metrics, /healthz, /readyz."`
+	AdminAddr   string `env:"ITLPROXY_ADMIN_ADDR" envDefault:":9090" help:"Address of the admin listener: /metrics, /healthz, /readyz, POST /-/reload."`
 
 	Models    []string `env:"ITLPROXY_MODELS" help:"Comma-separated allow-list of model label values; other models are labelled _other. Empty: any model, up to ITLPROXY_MAX_MODELS."`
 	MaxModels int      `env:"ITLPROXY_MAX_MODELS" envDefault:"32" help:"Distinct model label values kept when there is no allow-list; later models are labelled _other."`
@@ -54,7 +54,7 @@ type config struct {
 	SLOITL         time.Duration `env:"ITLPROXY_SLO_ITL" help:"Default inter-token latency objective of every model, per gap (e.g. 50ms). Unset: none."`
 	SLOTPOT        time.Duration `env:"ITLPROXY_SLO_TPOT" help:"Default time-per-output-token objective of every model (e.g. 40ms). Unset: none."`
 	SLOMaxGap      time.Duration `env:"ITLPROXY_SLO_MAX_GAP" help:"Default longest-gap objective of every model, per stream (e.g. 2s): a stream whose longest gap exceeds it misses. Unset: none."`
-	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model and per-class objectives, over the defaults above (see the README)."`
+	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model and per-class objectives, over the defaults above (see the README). Re-read when it changes, on SIGHUP and on POST /-/reload."`
 	StallThreshold time.Duration `env:"ITLPROXY_STALL_THRESHOLD" envDefault:"2s" help:"A gap between tokens longer than this counts as a stall (itlproxy_stalls_total). 0: none."`
 
 	ClassHeader  string   `env:"ITLPROXY_CLASS_HEADER" envDefault:"X-SLO-Class" help:"Request header that names the request's service class; classes not defined in ITLPROXY_SLO_FILE are labelled default."`

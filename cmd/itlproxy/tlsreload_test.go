@@ -1,0 +1,257 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func readFile(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// pairFiles returns a certificate and key as the files of a Secret.
+func pairFiles(t *testing.T, certFile, keyFile string) map[string][]byte {
+	return map[string][]byte{"tls.crt": readFile(t, certFile), "tls.key": readFile(t, keyFile)}
+}
+
+// connectLoop handshakes with addr on new connections until stop is
+// closed, counting failures and keeping the name of the last certificate
+// seen.
+type connectLoop struct {
+	handshakes, failures atomic.Int64
+	lastName             atomic.Value
+	lastErr              atomic.Value
+	stop                 chan struct{}
+	wg                   sync.WaitGroup
+}
+
+func startConnectLoop(addr string, roots *x509.CertPool) *connectLoop {
+	l := &connectLoop{stop: make(chan struct{})}
+	for range 2 {
+		l.wg.Go(func() {
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots})
+				l.handshakes.Add(1)
+				if err != nil {
+					l.failures.Add(1)
+					l.lastErr.Store(err.Error())
+					continue
+				}
+				l.lastName.Store(c.ConnectionState().PeerCertificates[0].Subject.CommonName)
+				c.Close()
+			}
+		})
+	}
+	return l
+}
+
+func (l *connectLoop) seen() string { s, _ := l.lastName.Load().(string); return s }
+
+// TestListenerCertificateRotation rotates the listener's certificate as a
+// Secret volume does while clients connect in a loop: no handshake fails,
+// new connections see the new certificate, and a broken new pair keeps
+// the one in use, logged and counted.
+func TestListenerCertificateRotation(t *testing.T) {
+	pki := newPKI(t)
+	_, firstCert, firstKey := pki.issue("first", x509.ExtKeyUsageServerAuth)
+	_, secondCert, secondKey := pki.issue("second", x509.ExtKeyUsageServerAuth)
+	_, thirdCert, _ := pki.issue("third", x509.ExtKeyUsageServerAuth)
+	up := httptest.NewServer(http.NotFoundHandler())
+	defer up.Close()
+	vol := newConfigMapDir(t, pairFiles(t, firstCert, firstKey))
+	in := start(t, nil, map[string]string{
+		"ITLPROXY_UPSTREAM_URL":  up.URL,
+		"ITLPROXY_TLS_CERT_FILE": vol.path("tls.crt"),
+		"ITLPROXY_TLS_KEY_FILE":  vol.path("tls.key"),
+	})
+	loop := startConnectLoop(in.proxy, pki.pool)
+	defer func() {
+		close(loop.stop)
+		loop.wg.Wait()
+	}()
+	waitFor(t, "a connection to see the first certificate", 5*time.Second, func() bool { return loop.seen() == "first" })
+
+	vol.swap(pairFiles(t, secondCert, secondKey))
+	waitFor(t, "new connections to see the second certificate", 5*time.Second, func() bool { return loop.seen() == "second" })
+
+	vol.swap(pairFiles(t, thirdCert, secondKey)) // a key that does not match
+	waitFor(t, "the broken pair to be counted", 5*time.Second, func() bool {
+		return in.scrape().Value("itlproxy_tls_reload_failures_total", "file", "listener_cert") == 1
+	})
+	after := loop.handshakes.Load()
+	waitFor(t, "more connections after the broken pair", 5*time.Second, func() bool { return loop.handshakes.Load() > after+10 })
+	if got := loop.seen(); got != "second" {
+		t.Errorf("after a broken pair, connections see %q, want second still", got)
+	}
+	if n := loop.failures.Load(); n != 0 {
+		t.Errorf("%d of %d handshakes failed during the rotations; last: %v", n, loop.handshakes.Load(), loop.lastErr.Load())
+	}
+	if !containsLine(in.stderr.String(), "certificate files refused", "listener_cert") {
+		t.Errorf("the broken pair was not logged:\n%s", in.stderr)
+	}
+}
+
+// TestUpstreamCertificateRotation rotates the upstream CA bundle and the
+// client certificate the proxy presents, as a Secret volume does, while
+// requests go through in a loop on new upstream connections: none fails,
+// the upstream sees the new client certificate, and an upstream
+// certificate from the new CA is trusted.
+func TestUpstreamCertificateRotation(t *testing.T) {
+	ca1, ca2 := newPKI(t), newPKI(t)
+	server1, _, _ := ca1.issue("upstream-1", x509.ExtKeyUsageServerAuth)
+	server2, _, _ := ca2.issue("upstream-2", x509.ExtKeyUsageServerAuth)
+	_, client1Cert, client1Key := ca1.issue("client-1", x509.ExtKeyUsageClientAuth)
+	_, client2Cert, client2Key := ca2.issue("client-2", x509.ExtKeyUsageClientAuth)
+
+	var serving atomic.Pointer[tls.Certificate]
+	serving.Store(&server1)
+	clientCAs := x509.NewCertPool()
+	clientCAs.AddCert(ca1.ca)
+	clientCAs.AddCert(ca2.ca)
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.TLS.PeerCertificates[0].Subject.CommonName)
+	}))
+	up.Config.SetKeepAlivesEnabled(false) // every request a new handshake
+	// GetConfigForClient, not GetCertificate: StartTLS sets a
+	// certificate of its own, which crypto/tls prefers without SNI.
+	up.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		return &tls.Config{
+			Certificates: []tls.Certificate{*serving.Load()},
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			ClientCAs:    clientCAs,
+		}, nil
+	}}
+	up.StartTLS()
+	defer up.Close()
+
+	files := func(ca []byte, cert, key string) map[string][]byte {
+		f := pairFiles(t, cert, key)
+		f["ca.crt"] = ca
+		return f
+	}
+	vol := newConfigMapDir(t, files(readFile(t, ca1.caFile), client1Cert, client1Key))
+	in := start(t, nil, map[string]string{
+		"ITLPROXY_UPSTREAM_URL":              up.URL,
+		"ITLPROXY_UPSTREAM_CA_FILE":          vol.path("ca.crt"),
+		"ITLPROXY_UPSTREAM_CLIENT_CERT_FILE": vol.path("tls.crt"),
+		"ITLPROXY_UPSTREAM_CLIENT_KEY_FILE":  vol.path("tls.key"),
+	})
+	var requests, failures atomic.Int64
+	var lastClient, lastFailure atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			requests.Add(1)
+			resp, err := http.Get("http://" + in.proxy + "/v1/models")
+			if err != nil {
+				failures.Add(1)
+				lastFailure.Store(err.Error())
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				failures.Add(1)
+				lastFailure.Store(resp.Status)
+				continue
+			}
+			lastClient.Store(string(body))
+		}
+	})
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	seen := func(name string) func() bool {
+		return func() bool { s, _ := lastClient.Load().(string); return s == name }
+	}
+	waitFor(t, "the upstream to see client-1", 5*time.Second, seen("client-1"))
+
+	bundle := append(readFile(t, ca1.caFile), readFile(t, ca2.caFile)...)
+	vol.swap(files(bundle, client2Cert, client2Key))
+	waitFor(t, "the upstream to see client-2", 5*time.Second, seen("client-2"))
+	serving.Store(&server2) // trusted only through the new bundle
+	after := requests.Load()
+	waitFor(t, "requests to the upstream's new certificate", 5*time.Second, func() bool { return requests.Load() > after+10 })
+	if n := failures.Load(); n != 0 {
+		t.Errorf("%d of %d requests failed during the rotation; last: %v", n, requests.Load(), lastFailure.Load())
+	}
+}
+
+// containsLine reports whether a line of log holds every part.
+func containsLine(log string, parts ...string) bool {
+	for line := range strings.Lines(log) {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// TestVerifyUpstream: the verification that replaces crypto/tls's, so
+// that the CA file can change, refuses what crypto/tls refuses: another
+// CA's certificate, a name the certificate does not hold, a client-only
+// certificate.
+func TestVerifyUpstream(t *testing.T) {
+	pki, other := newPKI(t), newPKI(t)
+	server, _, _ := pki.issue("upstream", x509.ExtKeyUsageServerAuth)
+	foreign, _, _ := other.issue("upstream", x509.ExtKeyUsageServerAuth)
+	clientOnly, _, _ := pki.issue("client", x509.ExtKeyUsageClientAuth)
+	ca := &tlsFile{role: tlsUpstreamCA, certFile: pki.caFile}
+	if _, err := ca.load(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name         string
+		cert         tls.Certificate
+		sni, dialled string
+		ok           bool
+	}{
+		{"name sent as SNI", server, "localhost", "localhost", true},
+		{"address, not sent as SNI", server, "", "127.0.0.1", true},
+		{"another name", server, "api.example.com", "api.example.com", false},
+		{"another address", server, "", "10.0.0.1", false},
+		{"another CA", foreign, "localhost", "localhost", false},
+		{"client certificate", clientOnly, "localhost", "localhost", false},
+	} {
+		tc := &tls.Config{}
+		ca.verifyServers(tc, c.dialled)
+		leaf, err := x509.ParseCertificate(c.cert.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = tc.VerifyConnection(tls.ConnectionState{ServerName: c.sni, PeerCertificates: []*x509.Certificate{leaf}})
+		if (err == nil) != c.ok {
+			t.Errorf("%s: %v, want ok=%v", c.name, err, c.ok)
+		}
+	}
+}
