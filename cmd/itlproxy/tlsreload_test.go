@@ -68,20 +68,45 @@ func (l *connectLoop) seen() string { s, _ := l.lastName.Load().(string); return
 
 // TestListenerCertificateRotation rotates the listener's certificate as a
 // Secret volume does while clients connect in a loop: no handshake fails,
-// new connections see the new certificate, and a broken new pair keeps
-// the one in use, logged and counted.
+// new connections see the new certificate, a broken new pair keeps the
+// one in use, logged and counted, and a stream in flight over HTTP/2
+// across the rotations completes untouched.
 func TestListenerCertificateRotation(t *testing.T) {
 	pki := newPKI(t)
 	_, firstCert, firstKey := pki.issue("first", x509.ExtKeyUsageServerAuth)
 	_, secondCert, secondKey := pki.issue("second", x509.ExtKeyUsageServerAuth)
 	_, thirdCert, _ := pki.issue("third", x509.ExtKeyUsageServerAuth)
-	up := httptest.NewServer(http.NotFoundHandler())
+	held := heldUpstream{release: make(chan struct{})}
+	up := httptest.NewServer(held)
 	defer up.Close()
+	release := sync.OnceFunc(func() { close(held.release) })
+	defer release() // before Close, which waits for the held stream
 	vol := newConfigMapDir(t, pairFiles(t, firstCert, firstKey))
 	in := start(t, nil, map[string]string{
 		"ITLPROXY_UPSTREAM_URL":  up.URL,
 		"ITLPROXY_TLS_CERT_FILE": vol.path("tls.crt"),
 		"ITLPROXY_TLS_KEY_FILE":  vol.path("tls.key"),
+	})
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}, ForceAttemptHTTP2: true}}
+	defer client.CloseIdleConnections()
+	type result struct {
+		proto, body string
+		err         error
+	}
+	inFlight := make(chan result, 1)
+	go func() {
+		resp, err := client.Post("https://"+in.proxy+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"held","stream":true}`))
+		if err != nil {
+			inFlight <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		inFlight <- result{resp.Proto, string(body), err}
+	}()
+	waitFor(t, "the held stream to start", 5*time.Second, func() bool {
+		return in.scrape().Value("itlproxy_active_streams") == 1
 	})
 	loop := startConnectLoop(in.proxy, pki.pool)
 	defer func() {
@@ -107,6 +132,10 @@ func TestListenerCertificateRotation(t *testing.T) {
 	}
 	if !containsLine(in.stderr.String(), "certificate files refused", "listener_cert") {
 		t.Errorf("the broken pair was not logged:\n%s", in.stderr)
+	}
+	release()
+	if r := <-inFlight; r.err != nil || r.proto != "HTTP/2.0" || r.body != heldBody() {
+		t.Errorf("the stream in flight across the rotations: %s %v\n%q\nwant\n%q", r.proto, r.err, r.body, heldBody())
 	}
 }
 
