@@ -11,6 +11,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/itlproxy/itlproxy/internal/e2e"
+	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
 // heldUpstream streams five tokens 60ms apart; for model "held" it waits
@@ -210,4 +213,41 @@ func postReload(t *testing.T, admin string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// TestSIGHUPToTheBinary: the built binary, as main runs it, reloads on
+// SIGHUP instead of dying of it, and still shuts down cleanly on SIGTERM.
+func TestSIGHUPToTheBinary(t *testing.T) {
+	up := httptest.NewServer(http.NotFoundHandler())
+	defer up.Close()
+	vol := newConfigMapDir(t, map[string][]byte{"slo.yaml": []byte("default: {ttft: 1s}\n")})
+	p := e2e.Start(t, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_SLO_FILE": vol.path("slo.yaml")})
+	objective := func() float64 {
+		resp, err := http.Get("http://" + p.Admin + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		fs, err := scrape.Parse(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fs.Value("itlproxy_slo_objective_seconds", "model", "_other", "slo", "ttft")
+	}
+	vol.editUnseen("slo.yaml", []byte("default: {ttft: 2s}\n"))
+	if err := p.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "SIGHUP to put the new objective in effect", 10*time.Second, func() bool { return objective() == 2 })
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Exited():
+		if err := p.Err(); err != nil {
+			t.Errorf("exit after SIGTERM: %v\n%s", err, p.Log())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no exit 10s after SIGTERM\n%s", p.Log())
+	}
 }
