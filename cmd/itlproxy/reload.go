@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -56,10 +57,17 @@ func (c config) envObjectives() metrics.Objectives {
 // reload re-reads every file and puts in effect those that are valid.
 // onlyChanged skips an SLO file whose bytes are those in effect (the
 // watcher sees changes of other files in the same directory). The error
-// says why the SLO file was refused.
+// says why each file on disk is refused.
 func (r *reloader) reload(trigger string, onlyChanged bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return errors.Join(r.reloadTLS(trigger), r.reloadSLOs(trigger, onlyChanged))
+}
+
+// reloadTLS re-reads the certificate files. A refused file is logged and
+// counted once, however often it is re-read.
+func (r *reloader) reloadTLS(trigger string) error {
+	var refused []error
 	for _, f := range r.cfg.tlsFiles {
 		changed, err := f.load()
 		switch {
@@ -70,7 +78,15 @@ func (r *reloader) reload(trigger string, onlyChanged bool) error {
 		case err == nil && changed:
 			r.log.Info("certificate files reloaded", zap.String("file", f.role), zap.String("trigger", trigger))
 		}
+		if err != nil {
+			refused = append(refused, fmt.Errorf("%s (%s): %w", f.role, strings.Join(f.files(), ", "), err))
+		}
 	}
+	return errors.Join(refused...)
+}
+
+// reloadSLOs re-reads the SLO file, and puts it in effect if it is valid.
+func (r *reloader) reloadSLOs(trigger string, onlyChanged bool) error {
 	if r.cfg.SLOFile == "" {
 		return nil
 	}
@@ -95,11 +111,11 @@ func (r *reloader) reload(trigger string, onlyChanged bool) error {
 	return nil
 }
 
-// ServeHTTP is POST /-/reload: 200 when the SLO file is in effect, 500
-// with the reasons when it was refused.
+// ServeHTTP is POST /-/reload: 200 when every file is in effect, 500 with
+// the reasons a file is refused.
 func (r *reloader) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	if err := r.reload("http", false); err != nil {
-		http.Error(w, "SLO file refused, the objectives in use stay:\n"+err.Error(), http.StatusInternalServerError)
+		http.Error(w, "refused, what is in use stays:\n"+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	_, _ = io.WriteString(w, "reloaded\n")

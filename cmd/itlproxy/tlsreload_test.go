@@ -122,6 +122,12 @@ func TestListenerCertificateRotation(t *testing.T) {
 	waitFor(t, "the broken pair to be counted", 5*time.Second, func() bool {
 		return in.scrape().Value("itlproxy_tls_reload_failures_total", "file", "listener_cert") == 1
 	})
+	if code, msg := postReload(t, in.admin); code != http.StatusInternalServerError || !strings.Contains(msg, "listener_cert (") {
+		t.Errorf("POST /-/reload with a broken pair on disk: %d %q, want 500 naming listener_cert", code, msg)
+	}
+	if got := in.scrape().Value("itlproxy_tls_reload_failures_total", "file", "listener_cert"); got != 1 {
+		t.Errorf("the same broken pair re-read: %v failures, want it counted once", got)
+	}
 	after := loop.handshakes.Load()
 	waitFor(t, "more connections after the broken pair", 5*time.Second, func() bool { return loop.handshakes.Load() > after+10 })
 	if got := loop.seen(); got != "second" {
