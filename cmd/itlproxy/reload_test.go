@@ -88,85 +88,41 @@ func TestReloadSLOFile(t *testing.T) {
 			t.Logf("itlproxy's log:\n%s", in.stderr)
 		}
 	})
-	objective := func(model string) (float64, int) {
-		s := in.scrape().Series("itlproxy_slo_objective_seconds", "model", model, "class", "default", "slo", "itl")
-		if len(s) != 1 {
-			return 0, len(s)
-		}
-		return s[0].GetGauge().GetValue(), 1
-	}
-	waitObjective := func(how, model string, want float64) {
-		t.Helper()
-		waitFor(t, how+" to put itl "+fmt.Sprint(want)+" in effect for "+model, 5*time.Second, func() bool {
-			got, n := objective(model)
-			return n == 1 && got == want
-		})
-	}
-
-	type result struct {
-		code int
-		body string
-		err  error
-	}
-	held := make(chan result, 1)
-	go func() {
-		code, body, err := streamThrough(t, in.proxy, "held")
-		held <- result{code, body, err}
-	}()
-	waitFor(t, "the held stream to start", 5*time.Second, func() bool {
-		return in.scrape().Value("itlproxy_active_streams") == 1
-	})
+	held := startHeldStream(t, in)
 	startedAt := time.Now()
 
 	vol.swap(map[string][]byte{"slo.yaml": []byte("default: {itl: 30ms}\nmodels:\n  fresh: {itl: 40ms}\nclasses:\n  batch: {ttft: 30s}\n")})
-	waitObjective("the ConfigMap swap", "_other", 0.03)
-	waitObjective("the ConfigMap swap", "fresh", 0.04)
+	waitITL(t, in, "the ConfigMap swap", "_other", 0.03)
+	waitITL(t, in, "the ConfigMap swap", "fresh", 0.04)
 	if n := len(in.scrape().Series("itlproxy_slo_objective_seconds", "class", "batch", "slo", "ttft")); n == 0 {
 		t.Error("no objective of the new class batch")
 	}
 
 	vol.editUnseen("slo.yaml", []byte("default: {itl: 100ms}\n"))
 	time.Sleep(3 * settleDelay)
-	if got, _ := objective("_other"); got != 0.03 {
+	if got := itlObjective(in, "_other"); got != 0.03 {
 		t.Fatalf("an edit the watcher cannot see was put in effect (itl %v): the SIGHUP step proves nothing", got)
 	}
 	if err := syscall.Kill(syscall.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitObjective("SIGHUP", "_other", 0.1)
+	waitITL(t, in, "SIGHUP", "_other", 0.1)
 	// fresh keeps its label, now on the default objective; the class
 	// batch is gone, and so are its objectives.
-	if got, _ := objective("fresh"); got != 0.1 {
+	if got := itlObjective(in, "fresh"); got != 0.1 {
 		t.Errorf("fresh's itl objective = %v, want the new default 0.1", got)
 	}
 	if n := len(in.scrape().Series("itlproxy_slo_objective_seconds", "class", "batch")); n != 0 {
 		t.Errorf("%d objective series of the class the file no longer defines", n)
 	}
 
-	vol.editUnseen("slo.yaml", []byte("default: {itl: 150ms}\nmodels:\n  x: {itl: soon}\n"))
-	code, msg := postReload(t, in.admin)
-	wantProblem := vol.path("slo.yaml") + `:3:12: models["x"].itl: "soon" is not a duration (e.g. 40ms, 1.5s)`
-	if code != http.StatusInternalServerError || !strings.Contains(msg, wantProblem) {
-		t.Errorf("POST /-/reload of an invalid file: %d %q, want 500 with %q", code, msg, wantProblem)
-	}
-	if !strings.Contains(in.stderr.String(), strings.ReplaceAll(wantProblem, `"`, `\"`)) {
-		t.Errorf("the refused file's problem is not logged:\n%s", in.stderr)
-	}
-	fs := in.scrape()
-	if got := fs.Value("itlproxy_config_last_reload_successful"); got != 0 {
-		t.Errorf("last reload successful = %v after a refused file, want 0", got)
-	}
-	lastSuccess := fs.Value("itlproxy_config_last_reload_success_timestamp_seconds")
-	if got, _ := objective("_other"); got != 0.1 {
-		t.Errorf("itl %v after a refused file, want 0.1 still", got)
-	}
-
+	lastSuccess := checkRefusedSLOFile(t, in, vol)
 	vol.editUnseen("slo.yaml", []byte("default: {itl: 200ms}\n"))
 	if code, msg := postReload(t, in.admin); code != http.StatusOK {
 		t.Errorf("POST /-/reload: %d %q", code, msg)
 	}
-	waitObjective("POST /-/reload", "_other", 0.2)
-	fs = in.scrape()
+	waitITL(t, in, "POST /-/reload", "_other", 0.2)
+	fs := in.scrape()
 	if got := fs.Value("itlproxy_config_last_reload_successful"); got != 1 {
 		t.Errorf("last reload successful = %v, want 1", got)
 	}
@@ -183,6 +139,81 @@ func TestReloadSLOFile(t *testing.T) {
 	// judge it.
 	time.Sleep(300*ms - time.Since(startedAt))
 	release()
+	checkJudgedByTheirStart(t, in, held)
+}
+
+// heldResult is how a stream through the proxy ended.
+type heldResult struct {
+	code int
+	body string
+	err  error
+}
+
+// startHeldStream starts a stream of model held and waits until the proxy
+// counts it in flight.
+func startHeldStream(t *testing.T, in *instance) <-chan heldResult {
+	t.Helper()
+	held := make(chan heldResult, 1)
+	go func() {
+		code, body, err := streamThrough(t, in.proxy, "held")
+		held <- heldResult{code, body, err}
+	}()
+	waitFor(t, "the held stream to start", 5*time.Second, func() bool {
+		return in.scrape().Value("itlproxy_active_streams") == 1
+	})
+	return held
+}
+
+// itlObjective returns the itl objective of model in the default class,
+// or -1 unless there is exactly one such series.
+func itlObjective(in *instance, model string) float64 {
+	s := in.scrape().Series("itlproxy_slo_objective_seconds", "model", model, "class", "default", "slo", "itl")
+	if len(s) != 1 {
+		return -1
+	}
+	return s[0].GetGauge().GetValue()
+}
+
+func waitITL(t *testing.T, in *instance, how, model string, want float64) {
+	t.Helper()
+	waitFor(t, how+" to put itl "+fmt.Sprint(want)+" in effect for "+model, 5*time.Second, func() bool {
+		return itlObjective(in, model) == want
+	})
+}
+
+// checkRefusedSLOFile writes an invalid SLO file and expects POST
+// /-/reload to refuse it with its file:line:column, the log to say the
+// same, the objectives in use to stay and the reload metric to show it.
+// It returns the last success's time.
+func checkRefusedSLOFile(t *testing.T, in *instance, vol *configMapDir) float64 {
+	t.Helper()
+	before := itlObjective(in, "_other")
+	vol.editUnseen("slo.yaml", []byte("default: {itl: 150ms}\nmodels:\n  x: {itl: soon}\n"))
+	code, msg := postReload(t, in.admin)
+	wantProblem := vol.path("slo.yaml") + `:3:12: models["x"].itl: "soon" is not a duration (e.g. 40ms, 1.5s)`
+	if code != http.StatusInternalServerError || !strings.Contains(msg, wantProblem) {
+		t.Errorf("POST /-/reload of an invalid file: %d %q, want 500 with %q", code, msg, wantProblem)
+	}
+	if !strings.Contains(in.stderr.String(), strings.ReplaceAll(wantProblem, `"`, `\"`)) {
+		t.Errorf("the refused file's problem is not logged:\n%s", in.stderr)
+	}
+	fs := in.scrape()
+	if got := fs.Value("itlproxy_config_last_reload_successful"); got != 0 {
+		t.Errorf("last reload successful = %v after a refused file, want 0", got)
+	}
+	if got := itlObjective(in, "_other"); got != before {
+		t.Errorf("itl %v after a refused file, want %v still", got, before)
+	}
+	return fs.Value("itlproxy_config_last_reload_success_timestamp_seconds")
+}
+
+// checkJudgedByTheirStart expects the held stream, in flight across the
+// reloads, and one started after them to complete untouched, each judged
+// against the objectives in effect when it started: the held one's four
+// 60ms gaps against 20ms (all breach), the later one's against 200ms
+// (none does).
+func checkJudgedByTheirStart(t *testing.T, in *instance, held <-chan heldResult) {
+	t.Helper()
 	r := <-held
 	if r.err != nil || r.code != http.StatusOK || r.body != heldBody() {
 		t.Fatalf("the stream in flight across the reloads: %d %v\n%q\nwant\n%q", r.code, r.err, r.body, heldBody())
@@ -193,9 +224,7 @@ func TestReloadSLOFile(t *testing.T) {
 	waitFor(t, "both streams to be recorded", 5*time.Second, func() bool {
 		return in.scrape().Value("itlproxy_streams_total") == 2
 	})
-	fs = in.scrape()
-	// held, under its 20ms: all four gaps breach; after, under 200ms: no
-	// 60ms gap does.
+	fs := in.scrape()
 	if got := fs.Value("itlproxy_slo_breaches_total", "slo", "itl"); got != heldTokens-1 {
 		t.Errorf("ITL breaches = %v, want %d: the held stream's four gaps over its 20ms", got, heldTokens-1)
 	}

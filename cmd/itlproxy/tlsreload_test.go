@@ -32,36 +32,54 @@ func pairFiles(t *testing.T, certFile, keyFile string) map[string][]byte {
 // closed, counting failures and keeping the name of the last certificate
 // seen.
 type connectLoop struct {
+	*repeater
 	handshakes, failures atomic.Int64
 	lastName             atomic.Value
 	lastErr              atomic.Value
-	stop                 chan struct{}
-	wg                   sync.WaitGroup
 }
 
 func startConnectLoop(addr string, roots *x509.CertPool) *connectLoop {
-	l := &connectLoop{stop: make(chan struct{})}
-	for range 2 {
-		l.wg.Go(func() {
+	l := &connectLoop{}
+	l.repeater = repeatUntilClosed(2, func() {
+		c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots})
+		l.handshakes.Add(1)
+		if err != nil {
+			l.failures.Add(1)
+			l.lastErr.Store(err.Error())
+			return
+		}
+		l.lastName.Store(c.ConnectionState().PeerCertificates[0].Subject.CommonName)
+		c.Close()
+	})
+	return l
+}
+
+// repeater runs a function over and over on its goroutines until closed.
+type repeater struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func repeatUntilClosed(goroutines int, f func()) *repeater {
+	r := &repeater{stop: make(chan struct{})}
+	for range goroutines {
+		r.wg.Go(func() {
 			for {
 				select {
-				case <-l.stop:
+				case <-r.stop:
 					return
 				default:
+					f()
 				}
-				c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots})
-				l.handshakes.Add(1)
-				if err != nil {
-					l.failures.Add(1)
-					l.lastErr.Store(err.Error())
-					continue
-				}
-				l.lastName.Store(c.ConnectionState().PeerCertificates[0].Subject.CommonName)
-				c.Close()
 			}
 		})
 	}
-	return l
+	return r
+}
+
+func (r *repeater) close() {
+	close(r.stop)
+	r.wg.Wait()
 }
 
 func (l *connectLoop) seen() string { s, _ := l.lastName.Load().(string); return s }
@@ -109,10 +127,7 @@ func TestListenerCertificateRotation(t *testing.T) {
 		return in.scrape().Value("itlproxy_active_streams") == 1
 	})
 	loop := startConnectLoop(in.proxy, pki.pool)
-	defer func() {
-		close(loop.stop)
-		loop.wg.Wait()
-	}()
+	defer loop.close()
 	waitFor(t, "a connection to see the first certificate", 5*time.Second, func() bool { return loop.seen() == "first" })
 
 	vol.swap(pairFiles(t, secondCert, secondKey))
@@ -190,40 +205,10 @@ func TestUpstreamCertificateRotation(t *testing.T) {
 		"ITLPROXY_UPSTREAM_CLIENT_CERT_FILE": vol.path("tls.crt"),
 		"ITLPROXY_UPSTREAM_CLIENT_KEY_FILE":  vol.path("tls.key"),
 	})
-	var requests, failures atomic.Int64
-	var lastClient, lastFailure atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			requests.Add(1)
-			resp, err := http.Get("http://" + in.proxy + "/v1/models")
-			if err != nil {
-				failures.Add(1)
-				lastFailure.Store(err.Error())
-				continue
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				failures.Add(1)
-				lastFailure.Store(resp.Status)
-				continue
-			}
-			lastClient.Store(string(body))
-		}
-	})
-	defer func() {
-		close(stop)
-		wg.Wait()
-	}()
+	loop := startRequestLoop("http://" + in.proxy + "/v1/models")
+	defer loop.close()
 	seen := func(name string) func() bool {
-		return func() bool { s, _ := lastClient.Load().(string); return s == name }
+		return func() bool { s, _ := loop.lastBody.Load().(string); return s == name }
 	}
 	waitFor(t, "the upstream to see client-1", 5*time.Second, seen("client-1"))
 
@@ -231,10 +216,10 @@ func TestUpstreamCertificateRotation(t *testing.T) {
 	vol.swap(files(bundle, client2Cert, client2Key))
 	waitFor(t, "the upstream to see client-2", 5*time.Second, seen("client-2"))
 	serving.Store(&server2) // trusted only through the new bundle
-	after := requests.Load()
-	waitFor(t, "requests to the upstream's new certificate", 5*time.Second, func() bool { return requests.Load() > after+10 })
-	if n := failures.Load(); n != 0 {
-		t.Errorf("%d of %d requests failed during the rotation; last: %v", n, requests.Load(), lastFailure.Load())
+	after := loop.requests.Load()
+	waitFor(t, "requests to the upstream's new certificate", 5*time.Second, func() bool { return loop.requests.Load() > after+10 })
+	if n := loop.failures.Load(); n != 0 {
+		t.Errorf("%d of %d requests failed during the rotation; last: %v", n, loop.requests.Load(), loop.lastFailure.Load())
 	}
 }
 
@@ -289,4 +274,34 @@ func TestVerifyUpstream(t *testing.T) {
 			t.Errorf("%s: %v, want ok=%v", c.name, err, c.ok)
 		}
 	}
+}
+
+// requestLoop sends GET requests one after another until closed, counting
+// those that fail or answer other than 200, and keeping the last body.
+type requestLoop struct {
+	*repeater
+	requests, failures    atomic.Int64
+	lastBody, lastFailure atomic.Value
+}
+
+func startRequestLoop(url string) *requestLoop {
+	l := &requestLoop{}
+	l.repeater = repeatUntilClosed(1, func() {
+		l.requests.Add(1)
+		resp, err := http.Get(url)
+		if err != nil {
+			l.failures.Add(1)
+			l.lastFailure.Store(err.Error())
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			l.failures.Add(1)
+			l.lastFailure.Store(resp.Status)
+			return
+		}
+		l.lastBody.Store(string(body))
+	})
+	return l
 }
