@@ -38,8 +38,9 @@ type reloader struct {
 	rec      *metrics.Metrics
 	outcomes *metrics.Reloads
 
-	mu       sync.Mutex // one reload at a time
-	sloBytes []byte     // the SLO file in effect
+	mu         sync.Mutex // one reload at a time
+	sloBytes   []byte     // the SLO file in effect
+	sloRefused string     // the SLO file last refused and why, logged once
 }
 
 func newReloader(cfg config, log *zap.Logger, rec *metrics.Metrics, outcomes *metrics.Reloads) *reloader {
@@ -99,13 +100,18 @@ func (r *reloader) reloadSLOs(trigger string, onlyChanged bool) error {
 		slos, err = metrics.ParseSLOFile(r.cfg.SLOFile, data, r.cfg.envObjectives())
 	}
 	if err != nil {
+		refused := string(data) + "\x00" + err.Error()
+		if onlyChanged && refused == r.sloRefused {
+			return err // refused and logged already
+		}
+		r.sloRefused = refused
 		r.outcomes.Config(false, time.Now())
 		r.log.Error("SLO file refused: the objectives in use stay",
 			zap.String("file", r.cfg.SLOFile), zap.String("trigger", trigger), zap.Strings("problems", strings.Split(err.Error(), "\n")))
 		return err
 	}
 	r.rec.ReloadSLOs(slos)
-	r.sloBytes = data
+	r.sloBytes, r.sloRefused = data, ""
 	r.outcomes.Config(true, time.Now())
 	r.log.Info("SLO file reloaded: new streams are judged against it", zap.String("file", r.cfg.SLOFile), zap.String("trigger", trigger))
 	return nil

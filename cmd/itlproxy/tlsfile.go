@@ -33,6 +33,7 @@ type tlsFile struct {
 	mu       sync.Mutex
 	loaded   [2][]byte // the certificate and key files' bytes in use
 	attempts [2][]byte // the bytes last tried, to count a bad file once
+	readErr  string    // why the files last could not be read, or ""
 }
 
 // files returns the files to watch.
@@ -52,9 +53,11 @@ func (f *tlsFile) load() (changed bool, err error) {
 	var read [2][]byte
 	for i, name := range f.files() {
 		if read[i], err = os.ReadFile(name); err != nil {
-			return true, err
+			changed, f.readErr, f.attempts = err.Error() != f.readErr, err.Error(), [2][]byte{}
+			return changed, err
 		}
 	}
+	f.readErr = ""
 	if bytes.Equal(read[0], f.loaded[0]) && bytes.Equal(read[1], f.loaded[1]) {
 		return false, nil
 	}

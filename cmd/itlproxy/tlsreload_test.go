@@ -305,3 +305,41 @@ func startRequestLoop(url string) *requestLoop {
 	})
 	return l
 }
+
+// TestTLSFileLoad: a file is reported changed (so refused, logged and
+// counted) once per new content or new reason it cannot be read, and a
+// refused file leaves the certificate in use.
+func TestTLSFileLoad(t *testing.T) {
+	pki := newPKI(t)
+	_, certFile, keyFile := pki.issue("first", x509.ExtKeyUsageServerAuth)
+	_, otherCert, _ := pki.issue("second", x509.ExtKeyUsageServerAuth)
+	good, mismatched := readFile(t, certFile), readFile(t, otherCert)
+	f := &tlsFile{role: tlsListenerCert, certFile: certFile, keyFile: keyFile}
+	write := func(b []byte) {
+		if err := os.WriteFile(certFile, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []struct {
+		name        string
+		do          func()
+		changed, ok bool
+	}{
+		{"first load", func() {}, true, true},
+		{"same bytes", func() {}, false, true},
+		{"a key that does not match", func() { write(mismatched) }, true, false},
+		{"the same refused bytes again", func() {}, false, false},
+		{"removed", func() { os.Remove(certFile) }, true, false},
+		{"still removed", func() {}, false, false},
+		{"back to the bytes in use: nothing to do", func() { write(good) }, false, true},
+	} {
+		step.do()
+		changed, err := f.load()
+		if changed != step.changed || (err == nil) != step.ok {
+			t.Errorf("%s: changed %v, err %v; want changed %v, ok %v", step.name, changed, err, step.changed, step.ok)
+		}
+		if leaf, _ := x509.ParseCertificate(f.pair.Load().Certificate[0]); leaf == nil || leaf.Subject.CommonName != "first" {
+			t.Errorf("%s: the certificate in use is not first any more", step.name)
+		}
+	}
+}
