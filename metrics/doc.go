@@ -123,6 +123,15 @@
 // goodput_tokens_total. The stall threshold (Options.StallThreshold) is a bound of the
 // ITL histograms too, and stalls_total counts the gaps over it.
 //
+// [Metrics.ReloadSLOs] puts new objectives in effect while serving: a
+// stream keeps the objectives it resolved at StartStream, later streams
+// take the new ones, and slo_objective_seconds is exported anew. Bucket
+// bounds stay those New was given, so a new objective that is not one is
+// judged exactly by the counters but interpolated by quantiles. [Reloads]
+// exports the outcome: config_last_reload_successful,
+// config_last_reload_success_timestamp_seconds and
+// tls_reload_failures_total {file}.
+//
 // # Load
 //
 // Each model label value keeps a count of its streams in flight through

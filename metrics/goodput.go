@@ -66,7 +66,7 @@ func (m *Metrics) sloCountersOf(l Labels) *sloCounters {
 	if c := m.judging.byID[key]; c != nil {
 		return c
 	}
-	obj := m.slos.For(l.Model, l.Class)
+	obj := m.slos.Load().For(l.Model, l.Class)
 	c := &sloCounters{obj: obj, limits: obj.byKind()}
 	for i, kind := range sloKindLabels {
 		if c.limits[i] > 0 {

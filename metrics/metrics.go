@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -140,7 +141,7 @@ type Metrics struct {
 	models         *modelLabels
 	tenants        *modelLabels
 	judging        judging
-	slos           SLOs
+	slos           atomic.Pointer[SLOs] // swapped whole by ReloadSLOs
 	stallThreshold time.Duration
 	sessions       *sessionTracker
 	degradeFactor  float64
@@ -152,11 +153,11 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	m := &Metrics{
 		models:         newModelLabels(opts.Models, opts.SLOs.modelNames(), opts.MaxModels),
 		tenants:        newTenantLabels(opts.Tenants, max(opts.MaxTenants, 1)),
-		slos:           opts.SLOs,
 		stallThreshold: opts.StallThreshold,
 		sessions:       newSessionTracker(max(opts.SessionMax, 1), opts.SessionTTL),
 		degradeFactor:  opts.DegradeFactor,
 	}
+	m.slos.Store(&opts.SLOs)
 	r := &registrar{reg: reg}
 	m.latencyCollectors(r, opts.SLOs, opts.StallThreshold)
 	m.trafficCollectors(r)
@@ -181,8 +182,9 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 // and starts its breach and observation counters (tenant _none) at zero so
 // that breach ratios exist (as 0) before the first breach.
 func (m *Metrics) admitModel(label string) {
-	for _, class := range m.slos.ClassNames() {
-		m.slos.For(label, class).each(func(slo string, d time.Duration) {
+	slos := m.slos.Load()
+	for _, class := range slos.ClassNames() {
+		slos.For(label, class).each(func(slo string, d time.Duration) {
 			if d > 0 {
 				m.sloObjective.WithLabelValues(label, class, slo).Set(d.Seconds())
 				m.sloBreaches.WithLabelValues(label, class, TenantNone, slo)
@@ -212,7 +214,7 @@ func (m *Metrics) Labels(model, endpoint string) Labels {
 // allow-list, past the cap or that looks like a credential is TenantOther,
 // an empty one TenantNone.
 func (m *Metrics) RequestLabels(model, endpoint, class, tenant string) Labels {
-	if _, ok := m.slos.Classes[class]; !ok {
+	if _, ok := m.slos.Load().Classes[class]; !ok {
 		class = ClassDefault
 	}
 	return Labels{Model: m.models.label(model), Endpoint: endpoint, Class: class, Tenant: m.tenants.label(tenant)}

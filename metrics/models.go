@@ -86,6 +86,13 @@ func (l *modelLabels) label(model string) string {
 		if l.allow[model] {
 			return model
 		}
+		// A model reserved by reloaded objectives is in seen.
+		l.mu.RLock()
+		reserved := l.seen[model]
+		l.mu.RUnlock()
+		if reserved {
+			return model
+		}
 		return ModelOther
 	}
 	l.mu.RLock()

@@ -21,7 +21,7 @@ import (
 type config struct {
 	UpstreamURL string `env:"ITLPROXY_UPSTREAM_URL" help:"URL of the OpenAI-compatible server (http or https, optional base path). Required, except in demo mode."`
 	ListenAddr  string `env:"ITLPROXY_LISTEN_ADDR" envDefault:":8080" help:"Address of the proxy listener: proxied traffic only."`
-	AdminAddr   string `env:"ITLPROXY_ADMIN_ADDR" envDefault:":9090" help:"Address of the admin listener: /metrics, /healthz, /readyz, the live page at / and /debug/streams."`
+	AdminAddr   string `env:"ITLPROXY_ADMIN_ADDR" envDefault:":9090" help:"Address of the admin listener: /metrics, /healthz, /readyz, POST /-/reload, the live page at / and /debug/streams."`
 
 	Models    []string `env:"ITLPROXY_MODELS" help:"Comma-separated allow-list of model label values; other models are labelled _other. Empty: any model, up to ITLPROXY_MAX_MODELS."`
 	MaxModels int      `env:"ITLPROXY_MAX_MODELS" envDefault:"32" help:"Distinct model label values kept when there is no allow-list; later models are labelled _other."`
@@ -58,7 +58,7 @@ type config struct {
 	SLOITL         time.Duration `env:"ITLPROXY_SLO_ITL" help:"Default inter-token latency objective of every model, per gap (e.g. 50ms). Unset: none."`
 	SLOTPOT        time.Duration `env:"ITLPROXY_SLO_TPOT" help:"Default time-per-output-token objective of every model (e.g. 40ms). Unset: none."`
 	SLOMaxGap      time.Duration `env:"ITLPROXY_SLO_MAX_GAP" help:"Default longest-gap objective of every model, per stream (e.g. 2s): a stream whose longest gap exceeds it misses. Unset: none."`
-	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model and per-class objectives, over the defaults above (see the README)."`
+	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model and per-class objectives, over the defaults above (see the README). Re-read when it changes, on SIGHUP and on POST /-/reload."`
 	StallThreshold time.Duration `env:"ITLPROXY_STALL_THRESHOLD" envDefault:"2s" help:"A gap between tokens longer than this counts as a stall (itlproxy_stalls_total). 0: none."`
 
 	ClassHeader  string   `env:"ITLPROXY_CLASS_HEADER" envDefault:"X-SLO-Class" help:"Request header that names the request's service class; classes not defined in ITLPROXY_SLO_FILE are labelled default."`
@@ -100,6 +100,9 @@ type config struct {
 	listenerTLS *tls.Config
 	// routes are the built-in routes with ITLPROXY_ROUTES's.
 	routes []proxy.Route
+	// tlsFiles are the certificate files both take, re-read when they
+	// change.
+	tlsFiles []*tlsFile
 }
 
 // byteSize is a size in bytes, written as a whole number with an optional
@@ -171,15 +174,15 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 		}
 		problems = append(problems, p.String())
 	}
-	if tlsConfig, errs := upstreamTLS(cfg); len(errs) > 0 {
+	if tlsConfig, files, errs := upstreamTLS(cfg); len(errs) > 0 {
 		problems = append(problems, errs...)
 	} else {
-		cfg.upstreamTLS = tlsConfig
+		cfg.upstreamTLS, cfg.tlsFiles = tlsConfig, files
 	}
-	if listenerTLS, err := listenerTLS(cfg); err != "" {
+	if listenerTLS, pair, err := listenerTLS(cfg); err != "" {
 		problems = append(problems, err)
-	} else {
-		cfg.listenerTLS = listenerTLS
+	} else if pair != nil {
+		cfg.listenerTLS, cfg.tlsFiles = listenerTLS, append(cfg.tlsFiles, pair)
 	}
 	if routes, err := proxy.ParseRoutes(cfg.Routes); err != nil {
 		for line := range strings.SplitSeq(err.Error(), "\n") {
@@ -188,7 +191,7 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 	} else {
 		cfg.routes = routes
 	}
-	cfg.slos = metrics.SLOs{Default: metrics.Objectives{TTFT: cfg.SLOTTFT, ITL: cfg.SLOITL, TPOT: cfg.SLOTPOT, MaxGap: cfg.SLOMaxGap}}
+	cfg.slos = metrics.SLOs{Default: cfg.envObjectives()}
 	if cfg.SLOFile != "" && len(problems) == 0 {
 		slos, err := metrics.LoadSLOFile(cfg.SLOFile, cfg.slos.Default)
 		if err != nil {

@@ -94,8 +94,12 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return err
 	}
 	defer tr.shutdown(cfg.ShutdownTimeout, log)
-
-	srv := &server{cfg: cfg, log: log, reg: reg, rec: rec, recorder: newRecorder(cfg), tracer: tr.tracer}
+	outcomes, err := metrics.NewReloads(reg)
+	if err != nil {
+		return err
+	}
+	srv := &server{cfg: cfg, log: log, reg: reg, rec: rec, recorder: newRecorder(cfg), tracer: tr.tracer,
+		reload: newReloader(cfg, log.Named("reload"), rec, outcomes)}
 	if demo {
 		return srv.runDemo(ctx, stdout)
 	}
@@ -144,6 +148,8 @@ type server struct {
 	history *history
 	// tracer starts the requests' spans, nil when tracing is off.
 	tracer trace.Tracer
+	// reload re-reads the SLO and certificate files while serving.
+	reload *reloader
 }
 
 // run serves until ctx is canceled, then shuts down gracefully. started,
@@ -159,6 +165,11 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 			"anyone on the path to it can read and alter every request and response")
 	}
 	p := s.newProxy(upstream)
+	stopReload, err := s.reload.start()
+	if err != nil {
+		return fmt.Errorf("watching the configuration files: %w", err)
+	}
+	defer stopReload()
 
 	proxyLn, err := net.Listen("tcp", s.cfg.ListenAddr)
 	if err != nil {
@@ -300,6 +311,7 @@ func (s *server) adminRoutes() http.Handler {
 		EnableOpenMetrics: true,
 		Registry:          s.reg,
 	}))
+	r.Method(http.MethodPost, "/-/reload", s.reload)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})

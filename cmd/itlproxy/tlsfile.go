@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+)
+
+// Roles of the TLS files: the values of itlproxy_tls_reload_failures_total's
+// file label.
+const (
+	tlsListenerCert   = "listener_cert"
+	tlsUpstreamCA     = "upstream_ca"
+	tlsUpstreamClient = "upstream_client_cert"
+)
+
+// tlsFile is a certificate and its key, or a CA bundle (no key file),
+// loaded at start and re-read when it changes on disk (cert-manager
+// rotates files in place). Each handshake takes what it holds at that
+// moment, so a rotation needs no restart and fails no handshake: a new
+// file that cannot be used leaves the old contents in place.
+type tlsFile struct {
+	role              string
+	certFile, keyFile string
+
+	pair atomic.Pointer[tls.Certificate] // with a key file
+	pool atomic.Pointer[x509.CertPool]   // without
+
+	mu       sync.Mutex
+	loaded   [2][]byte // the certificate and key files' bytes in use
+	attempts [2][]byte // the bytes last tried, to count a bad file once
+	readErr  string    // why the files last could not be read, or ""
+}
+
+// files returns the files to watch.
+func (f *tlsFile) files() []string {
+	if f.keyFile == "" {
+		return []string{f.certFile}
+	}
+	return []string{f.certFile, f.keyFile}
+}
+
+// load reads the files and puts them in effect if they differ from those
+// in use. changed reports whether they differ from the last ones tried:
+// a file already refused is not refused (and counted) again.
+func (f *tlsFile) load() (changed bool, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var read [2][]byte
+	for i, name := range f.files() {
+		if read[i], err = os.ReadFile(name); err != nil {
+			changed, f.readErr, f.attempts = err.Error() != f.readErr, err.Error(), [2][]byte{}
+			return changed, err
+		}
+	}
+	f.readErr = ""
+	if bytes.Equal(read[0], f.loaded[0]) && bytes.Equal(read[1], f.loaded[1]) {
+		return false, nil
+	}
+	changed = !bytes.Equal(read[0], f.attempts[0]) || !bytes.Equal(read[1], f.attempts[1])
+	f.attempts = read
+	if f.keyFile == "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(read[0]) {
+			return changed, errors.New("no PEM certificate in it")
+		}
+		f.pool.Store(pool)
+	} else {
+		pair, err := tls.X509KeyPair(read[0], read[1])
+		if err != nil {
+			return changed, err
+		}
+		f.pair.Store(&pair)
+	}
+	f.loaded = read
+	return true, nil
+}
+
+// serverCertificate is the listener's tls.Config.GetCertificate.
+func (f *tlsFile) serverCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return f.pair.Load(), nil
+}
+
+// clientCertificate is the upstream's tls.Config.GetClientCertificate: the
+// certificate in use, or none when the upstream asks for another CA's (as
+// crypto/tls does with a fixed certificate).
+func (f *tlsFile) clientCertificate(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	pair := f.pair.Load()
+	if cri.SupportsCertificate(pair) != nil {
+		return new(tls.Certificate), nil
+	}
+	return pair, nil
+}
+
+// verifyServers makes tc verify the upstream's certificate against the
+// CA file's current certificates. A tls.Config's RootCAs cannot change
+// under connections being dialed, so crypto/tls's own verification is
+// turned off and done here instead, the same way: the chain to these
+// roots, for server authentication, and the name dialed: the one sent as
+// SNI, or for an address (which crypto/tls does not send) upstreamHost.
+func (f *tlsFile) verifyServers(tc *tls.Config, upstreamHost string) {
+	tc.InsecureSkipVerify = true
+	tc.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("tls: the upstream sent no certificate")
+		}
+		name := cs.ServerName
+		if name == "" {
+			name = upstreamHost
+		}
+		if name == "" {
+			return errors.New("tls: no server name to verify the upstream's certificate against")
+		}
+		opts := x509.VerifyOptions{Roots: f.pool.Load(), DNSName: name, Intermediates: x509.NewCertPool()}
+		for _, c := range cs.PeerCertificates[1:] {
+			opts.Intermediates.AddCert(c)
+		}
+		_, err := cs.PeerCertificates[0].Verify(opts)
+		return err
+	}
+}
