@@ -1,11 +1,3 @@
-// Package recorder keeps a bounded, in-memory record of recent streams,
-// so that a request id seen in an exemplar leads to the stream behind it:
-// the last streams that ended and, over a sliding window, the slowest by
-// longest gap and by time to first token, each with its gap timeline.
-//
-// Memory is bounded by construction: a fixed number of entries, each with
-// at most Options.MaxGaps gaps and ids cut to MaxIDBytes. Only what the
-// proxy measured is kept: never a prompt, a completion or a header.
 package recorder
 
 import (
