@@ -29,13 +29,15 @@ type responseEnd struct {
 	ttft time.Duration
 	// engine is the upstream's own timing of the response, where reported.
 	engine engineTimes
+	// model is the model the response named, "" when it named none.
+	model string
 }
 
 // end stops the meter and returns how the response ended. code is the
 // status the client got, f why the upstream gave none if it did not, and
 // clientGone whether the client's request context was canceled.
 func (m *meter) end(code int, f failure, clientGone bool) responseEnd {
-	e := responseEnd{usage: m.body, ttft: -1, engine: m.engineTimes()}
+	e := responseEnd{usage: m.body, ttft: -1, engine: m.engineTimes(), model: m.bodyModel}
 	e.stream.TPOT = -1
 	if m.idle != nil {
 		m.idle.stop()
@@ -51,6 +53,7 @@ func (m *meter) end(code int, f failure, clientGone bool) responseEnd {
 		}
 		e.stream.AverageTokens = t.AverageTokens()
 		e.stream.Events = t.Events
+		e.model = t.Model
 		if t.Events > 0 {
 			e.ttft = t.First.Sub(m.t0)
 		}

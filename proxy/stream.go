@@ -34,6 +34,9 @@ type meter struct {
 	timeline *recorder.Timeline
 
 	body usage // a non-streamed response's usage, when it reported one
+	// bodyModel is the model a non-streamed response named, "" for none
+	// (a stream's is in its tally).
+	bodyModel string
 	// gaps keeps what the span needs of the gaps, nil unless traced.
 	gaps *spanGaps
 	// engine is the upstream's own timing of a non-streamed response, when
@@ -175,6 +178,9 @@ func (m *meter) readJSON(endpoint events.Endpoint, body []byte, over bool) {
 	}
 	if e.HasUsage {
 		m.body = usage{input: e.InputTokens, output: e.OutputTokens}
+	}
+	if len(e.Model) > 0 {
+		m.bodyModel = string(e.Model)
 	}
 	m.engine.from(e)
 }

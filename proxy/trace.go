@@ -174,6 +174,9 @@ func (ex *exchange) endSpan(e responseEnd, end time.Time) {
 	if ex.labels.Model != "" {
 		attrs = append(attrs, attribute.String("itlproxy.model", ex.labels.Model))
 	}
+	if e.model != "" {
+		attrs = append(attrs, attribute.String("gen_ai.response.model", truncate(e.model, maxModelAttr)))
+	}
 	if e.usage.input >= 0 {
 		attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", e.usage.input))
 	}

@@ -206,6 +206,7 @@ func checkStreamSpan(t *testing.T, child *tracepb.Span) {
 	for k, want := range map[string]string{
 		"gen_ai.operation.name":      "chat",
 		"gen_ai.request.model":       "m",
+		"gen_ai.response.model":      "m",
 		"gen_ai.usage.input_tokens":  "5",
 		"gen_ai.usage.output_tokens": "6",
 		"server.address":             "127.0.0.1",

@@ -32,7 +32,7 @@ func parseResponsesEvent(data []byte) Event {
 		case "delta":
 			delta = s.nonEmptyString()
 		case "response":
-			e.HasUsage = readNestedUsage(&s, &u) || e.HasUsage
+			e.HasUsage = readNestedUsage(&s, &u, &e.Model) || e.HasUsage
 		case "usage":
 			e.HasUsage = readUsage(&s, &u) || e.HasUsage
 		case "error":
@@ -53,17 +53,21 @@ func parseResponsesEvent(data []byte) Event {
 	return e
 }
 
-// readNestedUsage reads an object that may hold a "usage" object (the
-// Responses API's "response", Anthropic's "message"); null is none.
-func readNestedUsage(s *jsonScan, u *usage) bool {
+// readNestedUsage reads an object that may hold a "usage" object and a
+// "model" string (the Responses API's "response", Anthropic's "message");
+// null is none. model is set to the model's raw bytes when present.
+func readNestedUsage(s *jsonScan, u *usage, model *[]byte) bool {
 	if s.null() || !s.open('{') {
 		return false
 	}
 	found := false
 	for n := 0; s.more('}', &n); {
-		if string(s.key()) == "usage" {
+		switch string(s.key()) {
+		case "usage":
 			found = readUsage(s, u)
-		} else {
+		case "model":
+			*model = s.stringOrSkip()
+		default:
 			s.skip()
 		}
 	}
@@ -95,7 +99,7 @@ func parseMessagesEvent(data []byte) Event {
 			text = messagesDeltaCarriesOutput(&s)
 		case "message":
 			start = noUsage
-			e.HasUsage = readNestedUsage(&s, &start) || e.HasUsage
+			e.HasUsage = readNestedUsage(&s, &start, &e.Model) || e.HasUsage
 		case "usage":
 			e.HasUsage = readUsage(&s, &u) || e.HasUsage
 		case "error":

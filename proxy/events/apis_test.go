@@ -1,6 +1,9 @@
 package events
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 func TestParseResponsesEvent(t *testing.T) {
 	ev := func(token, done, failed, incomplete, hasUsage bool, in, out int64) Event {
@@ -20,6 +23,7 @@ func TestParseResponsesEvent(t *testing.T) {
 		{"refusal delta", `{"type":"response.refusal.delta","delta":"no"}`, ev(true, false, false, false, false, -1, -1)},
 		{"done events are not tokens", `{"type":"response.output_text.done","text":"Hi"}`, ev(false, false, false, false, false, -1, -1)},
 		{"created carries usage null", `{"type":"response.created","response":{"status":"in_progress","usage":null}}`, ev(false, false, false, false, false, -1, -1)},
+		{"created names the model", `{"type":"response.created","response":{"model":"gpt-x","usage":null}}`, Event{InputTokens: -1, OutputTokens: -1, Model: []byte("gpt-x")}},
 		{"completed", `{"type":"response.completed","response":{"status":"completed","usage":{"input_tokens":14,"output_tokens":7,"total_tokens":21}}}`, ev(false, true, false, false, true, 14, 7)},
 		{"failed", `{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error"},"usage":null}}`, ev(false, true, true, false, false, -1, -1)},
 		{"incomplete", `{"type":"response.incomplete","response":{"status":"incomplete","usage":{"input_tokens":5,"output_tokens":3}}}`, ev(false, true, false, true, true, 5, 3)},
@@ -28,7 +32,7 @@ func TestParseResponsesEvent(t *testing.T) {
 		{"not JSON", `{"type":`, Event{Invalid: true, InputTokens: -1, OutputTokens: -1}},
 	}
 	for _, c := range cases {
-		if got := parseResponsesEvent([]byte(c.in)); got != c.want {
+		if got := parseResponsesEvent([]byte(c.in)); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
 	}
@@ -44,6 +48,8 @@ func TestParseMessagesEvent(t *testing.T) {
 		want Event
 	}{
 		{"message_start: input only", `{"type":"message_start","message":{"id":"m","usage":{"input_tokens":25,"output_tokens":1}}}`, ev(false, false, false, true, 25, -1)},
+		{"message_start names the model", `{"type":"message_start","message":{"model":"claude-x","usage":{"input_tokens":2,"output_tokens":1}}}`,
+			Event{HasUsage: true, InputTokens: 2, OutputTokens: -1, Model: []byte("claude-x")}},
 		{"text delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi"}}`, ev(true, false, false, false, -1, -1)},
 		{"input json delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}`, ev(true, false, false, false, -1, -1)},
 		{"empty input json delta", `{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":""}}`, ev(false, false, false, false, -1, -1)},
@@ -57,7 +63,7 @@ func TestParseMessagesEvent(t *testing.T) {
 		{"a whole non-streamed message", `{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":12,"output_tokens":6}}`, ev(false, false, false, true, 12, 6)},
 	}
 	for _, c := range cases {
-		if got := parseMessagesEvent([]byte(c.in)); got != c.want {
+		if got := parseMessagesEvent([]byte(c.in)); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
 	}

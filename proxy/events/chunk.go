@@ -27,6 +27,9 @@ type chunk struct {
 	// failed: the chunk is an error report ({"error": {...}}, or vLLM's
 	// older {"object": "error", ...}).
 	failed bool
+	// model: the top-level "model" string as the JSON has it (escapes not
+	// decoded), nil when absent or not a string; a slice of the data.
+	model []byte
 	// engine: the server's own timing, from llama.cpp server's "timings"
 	// (on its last chunk).
 	engine engineTimes
@@ -51,6 +54,8 @@ func parseChunk(data []byte) (c chunk, ok bool) {
 			errorSet = s.present()
 		case "object":
 			objectIsError = string(s.stringOrSkip()) == "error"
+		case "model":
+			c.model = s.stringOrSkip()
 		case "timings":
 			c.engine = readLlamaCppTimings(&s)
 		default:

@@ -41,6 +41,12 @@ type Event struct {
 	// or event: see each reader): its time per output token and its time
 	// to first token; 0 when not reported.
 	EngineTPOT, EngineTTFT time.Duration
+	// Model is the model the response says generated it (a chunk's
+	// "model", the Responses API's response.model, Anthropic's
+	// message.model) as its JSON has it, escapes not decoded; nil when the
+	// event names none. It is a slice of the event's data: valid only
+	// during the call.
+	Model []byte
 }
 
 // ParseJSON classifies one event's JSON data, or a whole non-streamed
@@ -78,6 +84,7 @@ func parseChatEvent(data []byte) Event {
 		OutputTokens: c.usage.output,
 		EngineTPOT:   c.engine.tpot,
 		EngineTTFT:   c.engine.ttft,
+		Model:        c.model,
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -180,7 +181,7 @@ func FuzzOllamaEvent(f *testing.F) {
 		if !valid || hasDuplicateKeys(data) {
 			return
 		}
-		if want := referenceOllama(v); got != want {
+		if want := referenceOllama(v); !reflect.DeepEqual(got, want) {
 			t.Fatalf("parseOllamaEvent(%q) = %+v; encoding/json says %+v", data, got, want)
 		}
 	})

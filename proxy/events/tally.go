@@ -22,6 +22,9 @@ type Tally struct {
 	// EngineTPOT and EngineTTFT are the upstream's own timing of the
 	// stream, when it reported it (Event.EngineTPOT); 0 otherwise.
 	EngineTPOT, EngineTTFT time.Duration
+	// Model is the model the response first named (Event.Model), "" until
+	// one does: copied once per stream.
+	Model string
 
 	// When token-bearing events carry cumulative usage (vLLM's
 	// continuous_usage_stats), each event's own count is the difference
@@ -59,6 +62,9 @@ func (t *Tally) Add(e Event, at time.Time) (tok Token, ok bool) {
 	}
 	if e.EngineTTFT > 0 {
 		t.EngineTTFT = e.EngineTTFT
+	}
+	if t.Model == "" && len(e.Model) > 0 {
+		t.Model = string(e.Model)
 	}
 	if e.Token && t.Events == 0 {
 		t.perEvent = e.HasUsage && e.OutputTokens >= 0
