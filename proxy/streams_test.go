@@ -56,6 +56,15 @@ var fixtures = []fixture{
 	{file: "anthropic_messages.sse", tokens: 7, output: 9, input: 25, endpoint: "/v1/messages"},
 	{file: "anthropic_thinking_tools.sse", tokens: 6, output: 89, input: 472, endpoint: "/v1/messages"},
 	{file: "anthropic_error.sse", tokens: 1, output: 1, input: 10, endpoint: "/v1/messages", outcome: metrics.OutcomeUpstreamError},
+	// Recorded from Ollama 0.17.4's OpenAI- and Anthropic-compatible routes.
+	{file: "ollama_openai_chat.sse", tokens: 40, output: 40, input: -1},
+	{file: "ollama_openai_chat_include_usage.sse", tokens: 40, output: 40, input: 3},
+	{file: "ollama_openai_chat_natural_stop.sse", tokens: 21, output: 22, input: 3}, // usage counts the end token, never sent
+	{file: "ollama_openai_chat_stop_sequence.sse", tokens: 17, output: 17, input: -1},
+	{file: "ollama_openai_completions.sse", tokens: 40, output: 40, input: -1, endpoint: "/v1/completions"},
+	{file: "ollama_openai_completions_include_usage.sse", tokens: 40, output: 40, input: 3, endpoint: "/v1/completions"},
+	{file: "ollama_openai_responses.sse", tokens: 40, output: 40, input: 3, endpoint: "/v1/responses"},
+	{file: "ollama_anthropic_messages.sse", tokens: 40, output: 40, input: 3, endpoint: "/v1/messages"}, // message_delta's cumulative input (3) is the latest, not message_start's 2
 }
 
 // framings returns the stream written every way the SSE format allows,
