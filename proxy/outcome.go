@@ -88,16 +88,19 @@ func (m *meter) outcome(code int, f failure, clientGone bool) string {
 // with an event stream.
 func (m *meter) eventStreamOutcome(clientGone bool) string {
 	switch {
-	case m.idle != nil && m.idle.fired.Load():
-		return metrics.OutcomeIdleTimeout
 	case m.tally.Failed:
 		return metrics.OutcomeUpstreamError
 	case m.tally.Incomplete:
 		return metrics.OutcomeIncomplete
-	case m.tally.Done, m.readErr == io.EOF:
+	case m.tally.Done:
 		// After [DONE] the stream is complete for the client, whatever
 		// happens to the connection next: SDKs close it as soon as they read
-		// [DONE], often before the chunked terminator arrives.
+		// [DONE], often before the chunked terminator arrives (and the idle
+		// countdown no longer runs).
+		return metrics.OutcomeCompleted
+	case m.idle != nil && m.idle.fired.Load():
+		return metrics.OutcomeIdleTimeout
+	case m.readErr == io.EOF:
 		return metrics.OutcomeCompleted
 	case m.readErr != nil && !clientGone:
 		return metrics.OutcomeUpstreamError

@@ -50,6 +50,10 @@ func (p *Proxy) measured(api routeAPI) http.HandlerFunc {
 		if p.cfg.InjectUsage && info.Stream && (endpoint == events.ChatCompletions || endpoint == events.Completions) {
 			if patched := events.WithUsageRequested(body); patched != nil {
 				body, injected = patched, true
+				// The proxy must read the stream to take out what asking
+				// added, and it does not decode: the upstream is asked for
+				// it uncompressed (identity is acceptable to every client).
+				r.Header.Del("Accept-Encoding")
 				if r.ContentLength >= 0 {
 					r.ContentLength = int64(len(body))
 					r.Header.Set("Content-Length", strconv.Itoa(len(body)))

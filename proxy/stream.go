@@ -73,7 +73,9 @@ type sseBody struct {
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
+	b.m.awaitUpstream()
 	n, err := b.rc.Read(p)
+	b.m.upstreamAnswered()
 	if n > 0 {
 		b.m.read(p[:n])
 	}
@@ -85,10 +87,26 @@ func (b *sseBody) Read(p []byte) (int, error) {
 
 func (b *sseBody) Close() error { return b.rc.Close() }
 
-func (m *meter) read(p []byte) {
-	if m.idle != nil {
+// awaitUpstream starts the idle countdown before a read of the upstream:
+// it runs only while the proxy waits for the upstream, so that the time
+// ReverseProxy spends writing to a client that reads slowly is not taken
+// for the upstream's silence. After the stream's end marker it no longer
+// runs: the stream is complete for the client, whatever the connection
+// does next.
+func (m *meter) awaitUpstream() {
+	if m.idle != nil && !m.tally.Done {
 		m.idle.reset()
 	}
+}
+
+// upstreamAnswered pauses the idle countdown: a read has returned.
+func (m *meter) upstreamAnswered() {
+	if m.idle != nil {
+		m.idle.stop()
+	}
+}
+
+func (m *meter) read(p []byte) {
 	if m.scan == nil {
 		return
 	}
@@ -185,9 +203,10 @@ func (m *meter) readJSON(endpoint events.Endpoint, body []byte, over bool) {
 	m.engine.from(e)
 }
 
-// idleTimer ends a stream whose upstream goes silent: when no bytes have
-// arrived for d, it cancels the upstream request, so that the read in
-// progress fails and the client sees the stream cut.
+// idleTimer ends a stream whose upstream goes silent: when a read of the
+// upstream has waited d for bytes, it cancels the upstream request, so that
+// the read fails and the client sees the stream cut. It counts only while
+// a read waits (meter.awaitUpstream).
 type idleTimer struct {
 	d     time.Duration
 	t     *time.Timer
@@ -200,10 +219,11 @@ func startIdleTimer(d time.Duration, cancel context.CancelFunc) *idleTimer {
 		it.fired.Store(true)
 		cancel()
 	})
+	it.t.Stop() // until the first read waits
 	return it
 }
 
-// reset restarts the countdown: bytes arrived.
+// reset restarts the countdown: a read waits for the upstream.
 func (it *idleTimer) reset() { it.t.Reset(it.d) }
 
 func (it *idleTimer) stop() { it.t.Stop() }

@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -30,7 +32,8 @@ var traceContext propagation.TraceContext
 // counted in the attribute itlproxy.gap.events_dropped.
 const maxGapEvents = 32
 
-// maxModelAttr bounds the model name a span carries: it is the client's.
+// maxModelAttr bounds the model name and the ids a span carries: they are
+// the client's (or the upstream's).
 const maxModelAttr = 128
 
 // begin starts the exchange of request r, whose body named model and
@@ -68,7 +71,7 @@ func (p *Proxy) startSpan(r *http.Request, t0 time.Time, endpoint events.Endpoin
 		name += " " + route
 		attrs = append(attrs, attribute.String("http.route", route), attribute.String("gen_ai.operation.name", op))
 		if model != "" {
-			attrs = append(attrs, attribute.String("gen_ai.request.model", truncate(model, maxModelAttr)))
+			attrs = append(attrs, attribute.String("gen_ai.request.model", attrText(model, maxModelAttr)))
 		}
 	}
 	_, span := p.cfg.Tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindServer),
@@ -106,11 +109,18 @@ func upstreamPort(scheme, port string) int {
 	return 0
 }
 
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+// attrText is s as a span attribute may carry it: valid UTF-8 (protobuf
+// refuses anything else, and one bad string would lose the whole batch
+// the exporter sends) and at most n bytes, cut at a character boundary.
+func attrText(s string, n int) string {
+	s = strings.ToValidUTF8(s, "")
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // propagate makes the exchange's span the parent of the upstream request,
@@ -167,15 +177,15 @@ func (ex *exchange) endSpan(e responseEnd, end time.Time) {
 	attrs := make([]attribute.KeyValue, 0, 16)
 	attrs = append(attrs,
 		attribute.Int("http.response.status_code", ex.code),
-		attribute.String("itlproxy.request_id", ex.ids.Request))
+		attribute.String("itlproxy.request_id", attrText(ex.ids.Request, maxModelAttr)))
 	if ex.ids.Session != "" {
-		attrs = append(attrs, attribute.String("itlproxy.session_id", ex.ids.Session))
+		attrs = append(attrs, attribute.String("itlproxy.session_id", attrText(ex.ids.Session, maxModelAttr)))
 	}
 	if ex.labels.Model != "" {
 		attrs = append(attrs, attribute.String("itlproxy.model", ex.labels.Model))
 	}
 	if e.model != "" {
-		attrs = append(attrs, attribute.String("gen_ai.response.model", truncate(e.model, maxModelAttr)))
+		attrs = append(attrs, attribute.String("gen_ai.response.model", attrText(e.model, maxModelAttr)))
 	}
 	if e.usage.input >= 0 {
 		attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", e.usage.input))

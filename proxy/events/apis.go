@@ -45,13 +45,17 @@ func parseResponsesEvent(data []byte) Event {
 		return Event{Invalid: true, InputTokens: -1, OutputTokens: -1}
 	}
 	e.InputTokens, e.OutputTokens = u.input, u.output
-	t := string(typ)
 	e.Token = delta && bytes.HasPrefix(typ, []byte("response.")) && bytes.HasSuffix(typ, []byte(".delta"))
-	e.Done = t == "response.completed" || t == "response.failed" || t == "response.incomplete"
-	e.Failed = t == "response.failed" || t == "error" || errorSet && t != "response.completed"
-	e.Incomplete = t == "response.incomplete"
+	e.Done = is(typ, "response.completed") || is(typ, "response.failed") || is(typ, "response.incomplete")
+	e.Failed = is(typ, "response.failed") || is(typ, "error") || errorSet && !is(typ, "response.completed")
+	e.Incomplete = is(typ, "response.incomplete")
 	return e
 }
+
+// is reports whether an event's type is name, without copying it (a
+// conversion held in a variable would allocate past 32 bytes, as the
+// Responses API's longer type names are).
+func is(typ []byte, name string) bool { return string(typ) == name }
 
 // readNestedUsage reads an object that may hold a "usage" object and a
 // "model" string (the Responses API's "response", Anthropic's "message");
@@ -111,14 +115,13 @@ func parseMessagesEvent(data []byte) Event {
 	if !s.end() {
 		return Event{Invalid: true, InputTokens: -1, OutputTokens: -1}
 	}
-	t := string(typ)
-	if t == "message_start" {
+	if is(typ, "message_start") {
 		u.input = start.input
 	}
 	e.InputTokens, e.OutputTokens = u.input, u.output
-	e.Token = text && t == "content_block_delta"
-	e.Done = t == "message_stop"
-	e.Failed = t == "error" || errorSet
+	e.Token = text && is(typ, "content_block_delta")
+	e.Done = is(typ, "message_stop")
+	e.Failed = is(typ, "error") || errorSet
 	return e
 }
 

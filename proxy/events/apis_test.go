@@ -68,3 +68,25 @@ func TestParseMessagesEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestTypedEventsAllocateNothing: reading an event of the Responses or
+// Messages API allocates nothing, whatever the length of its type name
+// (the Responses API's reach 38 bytes).
+func TestTypedEventsAllocateNothing(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		parse func([]byte) Event
+		data  string
+	}{
+		{"function call arguments", parseResponsesEvent, `{"type":"response.function_call_arguments.delta","delta":"{\""}`},
+		{"reasoning summary", parseResponsesEvent, `{"type":"response.reasoning_summary_text.delta","delta":"x"}`},
+		{"completed", parseResponsesEvent, `{"type":"response.completed","response":{"model":"m","usage":{"input_tokens":1,"output_tokens":2}}}`},
+		{"message start", parseMessagesEvent, `{"type":"message_start","message":{"model":"m","usage":{"input_tokens":2}}}`},
+		{"text delta", parseMessagesEvent, `{"type":"content_block_delta","delta":{"type":"text_delta","text":"x"}}`},
+	} {
+		data := []byte(c.data)
+		if n := testing.AllocsPerRun(100, func() { c.parse(data) }); n != 0 {
+			t.Errorf("%s: %v allocations per event", c.name, n)
+		}
+	}
+}
