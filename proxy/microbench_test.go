@@ -173,7 +173,7 @@ func benchProxy(b *testing.B, via, upstream string) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			// Without it, an upstream that answers at once races the
 			// transport's last read of the request body, and the stream is
-			// cut (golang/go#40747); itlbench plainproxy does the same.
+			// cut; itlbench plainproxy does the same.
 			_ = http.NewResponseController(w).EnableFullDuplex()
 			rp.ServeHTTP(w, r)
 		})

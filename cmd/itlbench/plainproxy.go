@@ -70,7 +70,7 @@ func runPlainProxy(ctx context.Context, args []string, stdout, stderr io.Writer)
 			// The transport may still read the request body (to check its
 			// length) when the response starts; HTTP/1 closes the body then
 			// unless full duplex is on, which cuts the stream of an upstream
-			// that answers at once (golang/go#40747).
+			// that answers at once.
 			_ = http.NewResponseController(w).EnableFullDuplex()
 			rp.ServeHTTP(w, r)
 		}),

@@ -194,6 +194,14 @@ var configErrorCases = []struct {
 		},
 	},
 	{
+		name: "NaN is no number in range",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_SESSION_DEGRADE_FACTOR": "NaN", "OTEL_TRACES_SAMPLER_ARG": "NaN"},
+		want: []string{
+			`ITLPROXY_SESSION_DEGRADE_FACTOR="NaN": must be greater than 1`,
+			`OTEL_TRACES_SAMPLER_ARG="NaN": must be between 0 and 1`,
+		},
+	},
+	{
 		name: "admin on the proxy port",
 		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_LISTEN_ADDR": "127.0.0.1:8080", "ITLPROXY_ADMIN_ADDR": ":8080"},
 		want: []string{`ITLPROXY_ADMIN_ADDR=":8080": must differ from ITLPROXY_LISTEN_ADDR: the proxy port serves only proxied traffic`},

@@ -93,7 +93,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	if err != nil {
 		return err
 	}
-	defer tr.shutdown(cfg.ShutdownTimeout, log)
+	defer tr.shutdown(spanFlushTimeout, log)
 	outcomes, err := metrics.NewReloads(reg)
 	if err != nil {
 		return err
@@ -173,12 +173,12 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 
 	proxyLn, err := net.Listen("tcp", s.cfg.ListenAddr)
 	if err != nil {
-		return fmt.Errorf("proxy listener: %w", err)
+		return fmt.Errorf("proxy listener (ITLPROXY_LISTEN_ADDR=%q): %w", s.cfg.ListenAddr, err)
 	}
 	adminLn, err := net.Listen("tcp", s.cfg.AdminAddr)
 	if err != nil {
 		proxyLn.Close()
-		return fmt.Errorf("admin listener: %w", err)
+		return fmt.Errorf("admin listener (ITLPROXY_ADMIN_ADDR=%q): %w", s.cfg.AdminAddr, err)
 	}
 	httpLog, _ := zap.NewStdLogAt(s.log.Named("http"), zap.WarnLevel)
 	if s.cfg.ClientSendBuffer > 0 {

@@ -69,7 +69,7 @@ func (c config) validateTracing(add func(key, value, why string)) {
 	if sampler(c.OTELTracesSampler, c.OTELTracesSamplerArg) == nil {
 		add("OTEL_TRACES_SAMPLER", c.OTELTracesSampler, "not a sampler itlproxy knows (always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio)")
 	}
-	if c.OTELTracesSamplerArg < 0 || c.OTELTracesSamplerArg > 1 {
+	if !(c.OTELTracesSamplerArg >= 0 && c.OTELTracesSamplerArg <= 1) { // NaN too
 		add("OTEL_TRACES_SAMPLER_ARG", strconv.FormatFloat(c.OTELTracesSamplerArg, 'g', -1, 64), "must be between 0 and 1")
 	}
 	if c.OTELBSPMaxQueueSize < 1 {
@@ -173,6 +173,11 @@ func startTracing(cfg config, reg prometheus.Registerer, log *zap.Logger) (traci
 	log.Info("exporting spans", zap.String("protocol", protocol), zap.String("endpoint", redactURL(endpoint)))
 	return tracing{tracer: tp.Tracer("github.com/itlproxy/itlproxy/proxy"), provider: tp}, nil
 }
+
+// spanFlushTimeout bounds the export of the spans still queued at
+// shutdown: it comes after the streams' own ITLPROXY_SHUTDOWN_TIMEOUT, and
+// the pod's grace period must cover both.
+const spanFlushTimeout = 5 * time.Second
 
 // shutdown exports the spans still queued, waiting at most timeout.
 func (t tracing) shutdown(timeout time.Duration, log *zap.Logger) {

@@ -129,7 +129,7 @@ func (c config) validateSessions(add func(key, value, why string)) {
 	if c.SessionTTL <= 0 {
 		add("ITLPROXY_SESSION_TTL", c.SessionTTL.String(), "must be positive")
 	}
-	if c.SessionDegradeFactor <= 1 {
+	if !(c.SessionDegradeFactor > 1) { // NaN too
 		add("ITLPROXY_SESSION_DEGRADE_FACTOR", strconv.FormatFloat(c.SessionDegradeFactor, 'g', -1, 64), "must be greater than 1")
 	}
 }
