@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # itlproxy's benchmarks in one command (BENCHMARKS.md explains the method).
 #
+#   bench/run.sh --quick    100 and 400 streams through itlproxy, the plain Go
+#                           proxy and nginx, 10 s each, under 3 minutes: the cost
+#                           ratios, for every change to the data path
 #   bench/run.sh --smoke    reduced sizes, a few minutes: proves every part works
 #   bench/run.sh --full     the published sizes: 100/1,000/5,000 streams, 10,000
 #
@@ -19,8 +22,11 @@ root=$PWD
 
 usage() {
 	cat <<'EOF'
-usage: bench/run.sh [--smoke | --full] [options]
+usage: bench/run.sh [--quick | --smoke | --full] [options]
 
+  --quick              100 and 400 streams for 10s each through itlproxy, the plain Go
+                       proxy and nginx, nothing else: the CPU and memory ratios, in
+                       under 3 minutes (results in bench/results/quick, not committed)
   --smoke              50/200/500 streams for 5s each, a 500-stream "big" run,
                        microbenchmarks at 2000x (the default mode)
   --full               100/1,000/5,000 streams for 30s each, the 10,000-stream run,
@@ -43,6 +49,7 @@ mode=smoke streams="" duration="" targets="direct itlproxy plain nginx haproxy c
 niceness=0 do_big=1 do_paced=1 do_profile=1 do_micro=1 do_install=1 do_write=1
 while [ $# -gt 0 ]; do
 	case $1 in
+	--quick) mode=quick ;;
 	--smoke) mode=smoke ;;
 	--full) mode=full ;;
 	--streams) streams=$2; shift ;;
@@ -73,8 +80,20 @@ stream_ms=$((up_ttft_ms + (up_tokens - 1) * up_itl_ms))
 paced_ttft_ms=100 paced_itl_ms=100 paced_tokens=64
 paced_ms=$((paced_ttft_ms + (paced_tokens - 1) * paced_itl_ms))
 custom=0
-[ -z "$streams$duration${custom_targets:-}" ] || custom=1
-if [ "$mode" = full ]; then
+[ "$mode" = quick ] || [ -z "$streams$duration${custom_targets:-}" ] || custom=1
+if [ "$mode" = quick ]; then
+	# The ratios only: the targets the cost targets compare, at the sizes
+	# that show the per-event cost, and none of the other runs.
+	[ -n "${custom_targets:-}" ] || targets="itlproxy plain nginx"
+	do_big=0 do_paced=0 do_profile=0 do_micro=0 do_write=0
+fi
+if [ "$mode" = quick ]; then
+	: "${streams:=100 400}" "${duration:=10s}"
+	big_streams=0 big_ttft=1s big_itl=1s big_tokens=0 big_ramp=1s
+	micro_benchtime=2000x micro_count=1
+	profile_streams=100 profile_seconds=5
+	paced_streams=100
+elif [ "$mode" = full ]; then
 	: "${streams:=100 1000 5000}" "${duration:=30s}"
 	big_streams=10000 big_ttft=1s big_itl=1s big_tokens=60 big_ramp=20s
 	micro_benchtime=1s micro_count=5
