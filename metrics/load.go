@@ -55,8 +55,11 @@ type loadState struct {
 	observers map[Labels]*loadObservers
 }
 
-// loadOf returns the in-flight count of model label value model.
-func (m *Metrics) loadOf(model string) *modelLoad {
+// loadOf returns the in-flight count of a model label value, over every
+// endpoint, and the by-load histograms of that model and endpoint, in one
+// look-up when the stream starts.
+func (m *Metrics) loadOf(model, endpoint string) (*modelLoad, *loadObservers) {
+	key := Labels{Model: model, Endpoint: endpoint}
 	m.load.mu.Lock()
 	defer m.load.mu.Unlock()
 	ml := m.load.models[model]
@@ -64,14 +67,6 @@ func (m *Metrics) loadOf(model string) *modelLoad {
 		ml = new(modelLoad)
 		m.load.models[model] = ml
 	}
-	return ml
-}
-
-// loadObserversOf returns the by-load histograms of a model and endpoint.
-func (m *Metrics) loadObserversOf(model, endpoint string) *loadObservers {
-	key := Labels{Model: model, Endpoint: endpoint}
-	m.load.mu.Lock()
-	defer m.load.mu.Unlock()
 	o := m.load.observers[key]
 	if o == nil {
 		o = new(loadObservers)
@@ -81,7 +76,7 @@ func (m *Metrics) loadObserversOf(model, endpoint string) *loadObservers {
 		}
 		m.load.observers[key] = o
 	}
-	return o
+	return ml, o
 }
 
 // loadCollectors builds the by-load histograms and the bands' bounds.

@@ -101,7 +101,7 @@ func (m *Metrics) StartStream(l Labels, ids IDs) *Stream {
 	}
 	s.slo = m.sloCountersOf(l)
 	s.obj = s.slo.obj
-	s.load, s.byLoad = m.loadOf(l.Model), m.loadObserversOf(l.Model, l.Endpoint)
+	s.load, s.byLoad = m.loadOf(l.Model, l.Endpoint)
 	s.ttftBand = loadBand(s.load.streams.Add(1))
 	if m.stallThreshold > 0 {
 		s.stalls = m.stalls.WithLabelValues(l.Model, l.Endpoint)
