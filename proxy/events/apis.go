@@ -16,11 +16,10 @@ import "bytes"
 // Also reads a whole non-streamed response object, whose usage is at the
 // top level.
 func parseResponsesEvent(data []byte) Event {
-	e := Event{InputTokens: -1, OutputTokens: -1}
+	e := noCounts
 	s := jsonScan{b: data}
 	if !s.open('{') {
-		e.Invalid = true
-		return e
+		return invalidEvent
 	}
 	var typ []byte
 	var delta, errorSet bool
@@ -42,7 +41,7 @@ func parseResponsesEvent(data []byte) Event {
 		}
 	}
 	if !s.end() {
-		return Event{Invalid: true, InputTokens: -1, OutputTokens: -1}
+		return invalidEvent
 	}
 	e.InputTokens, e.OutputTokens = u.input, u.output
 	e.Token = delta && bytes.HasPrefix(typ, []byte("response.")) && bytes.HasSuffix(typ, []byte(".delta"))
@@ -86,11 +85,10 @@ func readNestedUsage(s *jsonScan, u *usage, model *[]byte) bool {
 // message_stop ends the stream; error reports a failure. Also reads a
 // whole non-streamed message, whose usage is at the top level.
 func parseMessagesEvent(data []byte) Event {
-	e := Event{InputTokens: -1, OutputTokens: -1}
+	e := noCounts
 	s := jsonScan{b: data}
 	if !s.open('{') {
-		e.Invalid = true
-		return e
+		return invalidEvent
 	}
 	var typ []byte
 	var text, errorSet bool
@@ -113,7 +111,7 @@ func parseMessagesEvent(data []byte) Event {
 		}
 	}
 	if !s.end() {
-		return Event{Invalid: true, InputTokens: -1, OutputTokens: -1}
+		return invalidEvent
 	}
 	if is(typ, "message_start") {
 		u.input = start.input

@@ -72,6 +72,14 @@ func parserFor(endpoint Endpoint) func([]byte) Event {
 	return parseChatEvent
 }
 
+// noCounts is an event that reports nothing yet, no counts included:
+// every reader starts from it.
+var noCounts = Event{InputTokens: -1, OutputTokens: -1}
+
+// invalidEvent is what a reader makes of data that is not one JSON object
+// of the expected shape.
+var invalidEvent = Event{Invalid: true, InputTokens: -1, OutputTokens: -1}
+
 // parseChatEvent reads a chat completions or completions chunk.
 func parseChatEvent(data []byte) Event {
 	c, ok := parseChunk(data)

@@ -16,11 +16,10 @@ import "time"
 // nanoseconds: TPOT eval_duration / eval_count, TTFT load_duration +
 // prompt_eval_duration. {"error": ...} reports a failure.
 func parseOllamaEvent(data []byte) Event {
-	e := Event{InputTokens: -1, OutputTokens: -1}
+	e := noCounts
 	s := jsonScan{b: data}
 	if !s.open('{') {
-		e.Invalid = true
-		return e
+		return invalidEvent
 	}
 	var f outputFields
 	evalNs, promptNs, loadNs := int64(-1), int64(-1), int64(-1)
@@ -52,7 +51,7 @@ func parseOllamaEvent(data []byte) Event {
 		}
 	}
 	if !s.end() {
-		return Event{Invalid: true, InputTokens: -1, OutputTokens: -1}
+		return invalidEvent
 	}
 	e.Token = f != 0
 	e.HasUsage = e.InputTokens >= 0 || e.OutputTokens >= 0
@@ -108,11 +107,10 @@ func nonEmptyArray(s *jsonScan) bool {
 // engine's timing in milliseconds: TPOT timings.predicted_per_token_ms,
 // TTFT timings.prompt_ms. {"error": ...} reports a failure.
 func parseLlamaCppEvent(data []byte) Event {
-	e := Event{InputTokens: -1, OutputTokens: -1}
+	e := noCounts
 	s := jsonScan{b: data}
 	if !s.open('{') {
-		e.Invalid = true
-		return e
+		return invalidEvent
 	}
 	u := noUsage
 	var t engineTimes
@@ -136,7 +134,7 @@ func parseLlamaCppEvent(data []byte) Event {
 		}
 	}
 	if !s.end() {
-		return Event{Invalid: true, InputTokens: -1, OutputTokens: -1}
+		return invalidEvent
 	}
 	if e.Done { // partial events may carry running counts: the last one counts
 		e.HasUsage = u.input >= 0 || u.output >= 0

@@ -9,11 +9,10 @@ package events
 // request asks for them). {"error": ...} reports a failure. TGI reports
 // its timing in response headers (x-time-per-token), not here.
 func parseTGIEvent(data []byte) Event {
-	e := Event{InputTokens: -1, OutputTokens: -1}
+	e := noCounts
 	s := jsonScan{b: data}
 	if !s.open('{') {
-		e.Invalid = true
-		return e
+		return invalidEvent
 	}
 	u := noUsage
 	for n := 0; s.more('}', &n); {
@@ -83,11 +82,10 @@ func readCounts(s *jsonScan, u *usage, input, output string) bool {
 // stream. {"error": ...} reports a failure. SGLang reports no per-token
 // timing of its own.
 func parseSGLangEvent(data []byte) Event {
-	e := Event{InputTokens: -1, OutputTokens: -1}
+	e := noCounts
 	s := jsonScan{b: data}
 	if !s.open('{') {
-		e.Invalid = true
-		return e
+		return invalidEvent
 	}
 	u := noUsage
 	for n := 0; s.more('}', &n); {
@@ -109,7 +107,7 @@ func parseSGLangEvent(data []byte) Event {
 // the JSON was not well formed.
 func withCounts(s *jsonScan, e Event, u usage) Event {
 	if !s.end() {
-		return Event{Invalid: true, InputTokens: -1, OutputTokens: -1}
+		return invalidEvent
 	}
 	e.InputTokens, e.OutputTokens = u.input, u.output
 	return e
