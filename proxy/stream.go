@@ -88,10 +88,10 @@ func (b *sseBody) Read(p []byte) (int, error) {
 func (b *sseBody) Close() error { return b.rc.Close() }
 
 // awaitUpstream starts the idle countdown before a read of the upstream:
-// it runs only while the proxy waits for the upstream, so that the time
+// it counts only while the proxy waits for the upstream, so that the time
 // ReverseProxy spends writing to a client that reads slowly is not taken
 // for the upstream's silence. After the stream's end marker it no longer
-// runs: the stream is complete for the client, whatever the connection
+// counts: the stream is complete for the client, whatever the connection
 // does next.
 func (m *meter) awaitUpstream() {
 	if m.idle != nil && !m.tally.Done {
@@ -102,7 +102,7 @@ func (m *meter) awaitUpstream() {
 // upstreamAnswered pauses the idle countdown: a read has returned.
 func (m *meter) upstreamAnswered() {
 	if m.idle != nil {
-		m.idle.stop()
+		m.idle.pause()
 	}
 }
 
@@ -205,25 +205,41 @@ func (m *meter) readJSON(endpoint events.Endpoint, body []byte, over bool) {
 
 // idleTimer ends a stream whose upstream goes silent: when a read of the
 // upstream has waited d for bytes, it cancels the upstream request, so that
-// the read fails and the client sees the stream cut. It counts only while
-// a read waits (meter.awaitUpstream).
+// the read fails and the client sees the stream cut. Each read that waits
+// restarts the countdown (meter.awaitUpstream); when it runs out between
+// reads, while the proxy writes to the client, it does nothing. Pausing is
+// a flag, not a timer operation: one Reset per read is all the per-read
+// cost.
 type idleTimer struct {
-	d     time.Duration
-	t     *time.Timer
-	fired atomic.Bool // set from the timer's goroutine
+	d       time.Duration
+	t       *time.Timer
+	waiting atomic.Bool // a read of the upstream is waiting
+	fired   atomic.Bool // set from the timer's goroutine
 }
 
 func startIdleTimer(d time.Duration, cancel context.CancelFunc) *idleTimer {
 	it := &idleTimer{d: d}
 	it.t = time.AfterFunc(d, func() {
+		if !it.waiting.Load() {
+			return // between reads: the next read restarts the countdown
+		}
 		it.fired.Store(true)
 		cancel()
 	})
-	it.t.Stop() // until the first read waits
 	return it
 }
 
 // reset restarts the countdown: a read waits for the upstream.
-func (it *idleTimer) reset() { it.t.Reset(it.d) }
+func (it *idleTimer) reset() {
+	it.waiting.Store(true)
+	it.t.Reset(it.d)
+}
 
-func (it *idleTimer) stop() { it.t.Stop() }
+// pause stops the countdown from counting: the read has returned.
+func (it *idleTimer) pause() { it.waiting.Store(false) }
+
+// stop ends the countdown for good: the exchange is over.
+func (it *idleTimer) stop() {
+	it.waiting.Store(false)
+	it.t.Stop()
+}
