@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func judgedUpstream(w http.ResponseWriter, r *http.Request) {
 	}
 	ttft, _ := time.ParseDuration(r.Header.Get("X-Test-TTFT"))
 	gaps := []time.Duration{ttft}
-	for _, g := range splitList(r.Header.Get("X-Test-Gaps")) {
+	for _, g := range strings.FieldsFunc(r.Header.Get("X-Test-Gaps"), func(c rune) bool { return c == ',' }) {
 		d, _ := time.ParseDuration(g)
 		gaps = append(gaps, d)
 	}
@@ -91,19 +92,6 @@ func judgedUpstream(w http.ResponseWriter, r *http.Request) {
 	}
 	chunks = append(chunks, fmt.Appendf(nil, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":2,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n", len(gaps)))
 	writeChunks(w, r, chunks, gaps)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for start, i := 0, 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			if i > start {
-				out = append(out, s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	return out
 }
 
 // TestGoodputByClassAndTenant sends streams of known timing in two service
