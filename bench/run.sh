@@ -39,6 +39,11 @@ usage: bench/run.sh [--quick | --smoke | --full] [options]
   --no-paced           skip the paced run (1,000 streams at a token rate the machine keeps up with)
   --no-profile         skip the CPU profile of itlproxy
   --no-micro           skip the Go microbenchmarks
+  --parts              where itlproxy's cost goes, alone (in --full it runs anyway): at 100 and
+                       400 streams, itlproxy with its parts switched off one after another
+                       (a benchmark build), then with tracing on, next to the plain Go proxy
+                       (results in bench/results/parts, not committed; about 8 minutes)
+  --no-parts           skip that in --full
   --no-install         never apt-get install (missing servers are skipped)
   --no-write           do not rewrite BENCHMARKS.md (tables are still printed)
   -h, --help           this text
@@ -46,7 +51,7 @@ EOF
 }
 
 mode=smoke streams="" duration="" targets="direct itlproxy plain nginx haproxy caddy"
-niceness=0 do_big=1 do_paced=1 do_profile=1 do_micro=1 do_install=1 do_write=1
+niceness=0 do_big=1 do_paced=1 do_profile=1 do_micro=1 do_install=1 do_write=1 do_parts=""
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) mode=quick ;;
@@ -60,6 +65,8 @@ while [ $# -gt 0 ]; do
 	--no-paced) do_paced=0 ;;
 	--no-profile) do_profile=0 ;;
 	--no-micro) do_micro=0 ;;
+	--parts) mode=parts ;;
+	--no-parts) do_parts=0 ;;
 	--no-install) do_install=0 ;;
 	--no-write) do_write=0 ;;
 	-h | --help) usage; exit 0 ;;
@@ -71,6 +78,9 @@ done
 # The upstream of the comparison: every stream is a role chunk, 64 token
 # events 20 ms apart after a 50 ms TTFT, usage and [DONE] (67 events).
 up_ttft_ms=50 up_itl_ms=20 up_tokens=64
+# Each worker's requests are sessions of this many turns (the session
+# header, which itlproxy's session tracker follows and the others pass on).
+turns=8
 stream_ms=$((up_ttft_ms + (up_tokens - 1) * up_itl_ms))
 # The paced run's upstream: a token every 100 ms, so that its streams make
 # a tenth of the events the comparison's do and the machine, which runs
@@ -87,7 +97,17 @@ if [ "$mode" = quick ]; then
 	[ -n "${custom_targets:-}" ] || targets="itlproxy plain nginx"
 	do_big=0 do_paced=0 do_profile=0 do_micro=0 do_write=0
 fi
-if [ "$mode" = quick ]; then
+if [ "$mode" = parts ]; then
+	# The attribution alone, at the sizes and length given if any: none
+	# of the comparison's runs.
+	parts_streams_given=$streams parts_duration_given=$duration
+	streams="" do_big=0 do_paced=0 do_profile=0 do_micro=0 do_write=0 do_parts=1
+	: "${duration:=10s}"
+	big_streams=0 big_ttft=1s big_itl=1s big_tokens=0 big_ramp=1s
+	micro_benchtime=2000x micro_count=1
+	profile_streams=100 profile_seconds=5
+	paced_streams=100
+elif [ "$mode" = quick ]; then
 	: "${streams:=100 400}" "${duration:=10s}"
 	big_streams=0 big_ttft=1s big_itl=1s big_tokens=0 big_ramp=1s
 	micro_benchtime=2000x micro_count=1
@@ -106,6 +126,11 @@ else
 	profile_streams=200 profile_seconds=8
 	paced_streams=200
 fi
+: "${do_parts:=$([ "$mode" = full ] && echo 1 || echo 0)}"
+# The attribution's sizes, run length and rounds (each round runs every
+# configuration once, the second in the reverse order, so that a drift of
+# the machine falls on all of them alike).
+parts_streams=${parts_streams_given:-100 400} parts_duration=${parts_duration_given:-10s} parts_rounds=2
 out=$root/bench/results/$mode
 if [ "$custom" = 1 ]; then
 	# Other sizes are not the mode's published run: their results go
@@ -184,7 +209,7 @@ targets=$kept
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 nofile=$(ulimit -n)
 max_streams=0
-for c in $streams $([ "$do_paced" = 0 ] || echo "$paced_streams"); do max_streams=$((c > max_streams ? c : max_streams)); done
+for c in $streams $([ "$do_paced" = 0 ] || echo "$paced_streams") $([ "$do_parts" = 0 ] || echo "$parts_streams"); do max_streams=$((c > max_streams ? c : max_streams)); done
 if [ $((2 * max_streams + 256)) -gt "$nofile" ]; then
 	die "$max_streams streams need $((2 * max_streams + 256)) open files per proxy; the limit is $nofile"
 fi
@@ -202,6 +227,11 @@ mkdir -p "$work/bin"
 go build -o "$work/bin/itlproxy" ./cmd/itlproxy
 go build -o "$work/bin/itlbench" ./cmd/itlbench
 itlbench=$work/bin/itlbench itlproxy=$work/bin/itlproxy
+if [ "$do_parts" = 1 ]; then
+	# The benchmark build whose parts ITLPROXY_PARTS_OFF switches off
+	# (proxy/parts.go); never shipped.
+	go build -tags itlproxy_parts -o "$work/bin/itlproxy-parts" ./cmd/itlproxy
+fi
 
 rm -rf "$out"
 mkdir -p "$out"
@@ -284,7 +314,7 @@ start_target() {
 		free_port
 		admin_url=http://127.0.0.1:$REPLY
 		start itlproxy env ITLPROXY_UPSTREAM_URL="$up" ITLPROXY_LISTEN_ADDR="127.0.0.1:$port" \
-			ITLPROXY_ADMIN_ADDR="${admin_url#http://}" "$@" "$itlproxy"
+			ITLPROXY_ADMIN_ADDR="${admin_url#http://}" "$@" "${itlproxy_bin:-$itlproxy}"
 		target_pid=$REPLY
 		wait_http "$admin_url/readyz"
 		;;
@@ -359,6 +389,7 @@ errors_of() {
 	echo "nice=$niceness"
 	echo "load_start=$(cut -d' ' -f1-3 /proc/loadavg)"
 	echo "upstream=ttft ${up_ttft_ms}ms, itl ${up_itl_ms}ms, $up_tokens tokens"
+	echo "turns=$turns"
 	echo "streams=$streams"
 	echo "duration=$duration"
 	echo "targets=$targets"
@@ -386,7 +417,7 @@ for c in $streams; do
 		start_target "$t" "$up_url"
 		json=$out/load-$(printf %05d "$c")-$t.json
 		bench_run "$json" -url "$target_url/v1" -max-tokens "$up_tokens" -c "$c" -warmup "$c" -ramp "$ramp" \
-			-duration "$duration" -timeout 2m
+			-duration "$duration" -timeout 2m -turns "$turns"
 		log "  failed requests: $(errors_of "$json")"
 		[ -z "$target_pid" ] || stop "$target_pid"
 	done
@@ -452,6 +483,51 @@ if [ "$do_profile" = 1 ] && [[ " $targets " == *" itlproxy "* ]]; then
 			go tool pprof -top -cum -nodecount=30 "$itlproxy" "$out/itlproxy-cpu.pprof" 2>/dev/null
 		} >"$out/profile-top.txt"
 	fi
+fi
+# --- where the cost goes -------------------------------------------------
+if [ "$do_parts" = 1 ]; then
+	# Cumulative: each configuration switches off one more part than the
+	# one before (proxy/parts.go), down to the plain Go proxy; then
+	# every part on with tracing on, every request a span, exported to a
+	# sink that drops them.
+	part_list=(all recorder sessions observations split exchange routing plain traced)
+	free_port
+	sink_url=http://127.0.0.1:$REPLY
+	start otlpsink "$itlbench" otlpsink -addr "${sink_url#http://}"
+	sink_pid=$REPLY
+	wait_http "$sink_url/v1/traces" -X POST
+	for round in $(seq "$parts_rounds"); do
+		configs=("${part_list[@]}")
+		if [ $((round % 2)) = 0 ]; then
+			configs=()
+			for ((i = ${#part_list[@]} - 1; i >= 0; i--)); do configs+=("${part_list[$i]}"); done
+		fi
+		for c in $parts_streams; do
+			for cfg in "${configs[@]}"; do
+				log "where the cost goes, round $round: $c streams, $cfg: warm-up, then $parts_duration"
+				off=""
+				for p in "${part_list[@]:1}"; do
+					[ "$cfg" = all ] || [ "$cfg" = traced ] && break
+					off=$off${off:+,}$p
+					[ "$p" = "$cfg" ] && break
+				done
+				case $cfg in
+				plain) start_target plain "$up_url" ;;
+				traced)
+					itlproxy_bin=$work/bin/itlproxy-parts start_target itlproxy "$up_url" \
+						OTEL_EXPORTER_OTLP_ENDPOINT="$sink_url" OTEL_TRACES_SAMPLER=always_on
+					;;
+				*) itlproxy_bin=$work/bin/itlproxy-parts start_target itlproxy "$up_url" ITLPROXY_PARTS_OFF="$off" ;;
+				esac
+				json=$out/parts-$(printf %05d "$c")-$cfg-$round.json
+				bench_run "$json" -url "$target_url/v1" -max-tokens "$up_tokens" -c "$c" -warmup "$c" -ramp "$ramp" \
+					-duration "$parts_duration" -timeout 2m -turns "$turns"
+				[ -z "$target_pid" ] || stop "$target_pid"
+			done
+		done
+	done
+	stop "$sink_pid"
+	echo "parts=streams $parts_streams, $parts_duration each, $parts_rounds rounds" >>"$out/env.txt"
 fi
 stop "$up_pid"
 

@@ -36,6 +36,11 @@ func writeError(w http.ResponseWriter, status int, typ, code, message string) {
 // first (then there is no one to answer).
 func (p *Proxy) handleUpstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	ex := exchangeFrom(r.Context())
+	if ex == nil { // a benchmark build without exchanges (parts.go)
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream_unreachable",
+			"itlproxy: the upstream server could not be reached")
+		return
+	}
 	w.Header().Set(RequestIDHeader, ex.ids.Request)
 	var netErr net.Error
 	switch {

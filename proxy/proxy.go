@@ -136,12 +136,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuseBody(w, r, p.labels(r, "", events.Other), time.Now(), err)
 		return
 	}
+	if !partRouting.on() {
+		p.passthrough(w, r)
+		return
+	}
 	p.router.ServeHTTP(w, r)
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	ctx := resp.Request.Context()
-	exchangeFrom(ctx).respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout)
+	if ex := exchangeFrom(ctx); ex != nil { // nil only in a benchmark build without exchanges (parts.go)
+		ex.respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout)
+	}
 	closeIfUnfinished(ctx, resp.StatusCode, resp.Header)
 	return nil
 }

@@ -135,6 +135,7 @@ type results struct {
 	micro   []bench
 	profile string
 	memory  *memory
+	parts   *partsResults // where the cost goes, when the run measured it
 }
 
 // targetOrder is the order of the tables' rows.
@@ -188,6 +189,9 @@ func load(dir string) (*results, error) {
 		}
 		return slices.Index(targetOrder, a.target) - slices.Index(targetOrder, b.target)
 	})
+	if res.parts, err = loadParts(dir); err != nil {
+		return nil, err
+	}
 	if f := filepath.Join(dir, "big.json"); exists(f) {
 		res.big = &report{}
 		if err := readJSON(f, res.big); err != nil {

@@ -19,10 +19,16 @@ const (
 func (res *results) markdown() string {
 	var b strings.Builder
 	res.header(&b)
+	if res.env["mode"] == "parts" {
+		// bench/run.sh --parts: the attribution alone.
+		res.partsTable(&b)
+		return b.String()
+	}
 	res.targetsTable(&b)
 	res.latencyTable(&b, "load")
 	res.latencyTable(&b, "paced")
 	res.costTable(&b)
+	res.partsTable(&b)
 	res.bigTable(&b)
 	res.memoryTable(&b)
 	res.microTable(&b)

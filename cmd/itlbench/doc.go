@@ -23,4 +23,6 @@
 //   - `itlbench plainproxy` (plainproxy.go) serves Go's plain
 //     httputil.ReverseProxy, measuring nothing: the baseline that itlproxy's
 //     cost is compared with in BENCHMARKS.md.
+//   - `itlbench otlpsink` (otlpsink.go) takes OTLP/HTTP trace exports and
+//     throws them away: the collector of a benchmark with tracing on.
 package main

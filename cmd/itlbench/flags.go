@@ -76,6 +76,8 @@ usage:
                                (itlbench upstream -h)
   itlbench plainproxy [flags]  serve Go's plain httputil.ReverseProxy, the
                                baseline of itlproxy's cost (itlbench plainproxy -h)
+  itlbench otlpsink [flags]    take OTLP/HTTP trace exports and drop them: the
+                               collector of a traced benchmark (itlbench otlpsink -h)
 
 Flags take one dash or two (-c 10, --c=10) and come before any argument.
 

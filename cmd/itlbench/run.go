@@ -17,7 +17,7 @@ var errNoSuccess = errors.New("no request succeeded")
 
 // run is the whole program: main only adds signals and the exit status.
 // A load run returns when it is over (or ctx is canceled), after the
-// report; `upstream` and `plainproxy` serve until ctx is canceled.
+// report; `upstream`, `plainproxy` and `otlpsink` serve until ctx is canceled.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -25,6 +25,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runUpstream(ctx, args[1:], stdout, stderr)
 		case "plainproxy":
 			return runPlainProxy(ctx, args[1:], stdout, stderr)
+		case "otlpsink":
+			return runOTLPSink(ctx, args[1:], stdout, stderr)
 		}
 	}
 	cfg, help, err := parseLoadFlags(args, stdout)

@@ -212,6 +212,9 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		zap.Stringer("proxy_addr", proxyLn.Addr()),
 		zap.Stringer("admin_addr", adminLn.Addr()),
 		zap.String("upstream", upstreamForLog(upstream)))
+	if off := proxy.PartsOff(); off != "" {
+		s.log.Warn("benchmark build: parts of the measurement are switched off, its metrics are incomplete", zap.String("parts_off", off))
+	}
 
 	stopStarted := func() {}
 	if started != nil {

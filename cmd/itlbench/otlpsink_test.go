@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// The sink takes what OpenTelemetry's own OTLP/HTTP exporter sends, and
+// answers so that the exporter counts the export a success; a path it
+// does not serve fails the export.
+func TestOTLPSinkTakesRealExports(t *testing.T) {
+	sink := &otlpSink{}
+	srv := httptest.NewServer(sink)
+	defer srv.Close()
+	ctx := context.Background()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	for range 3 {
+		_, span := tp.Tracer("test").Start(ctx, "span")
+		span.End()
+	}
+	export := func(path string) error {
+		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(srv.URL+path),
+			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: false}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer exp.Shutdown(ctx)
+		return exp.ExportSpans(ctx, rec.Ended())
+	}
+	if err := export("/v1/traces"); err != nil {
+		t.Fatalf("export to the sink: %v", err)
+	}
+	if err := export("/v1/metrics"); err == nil {
+		t.Fatal("export to a path the sink does not serve succeeded")
+	}
+	if got := sink.exports.Load(); got != 1 {
+		t.Errorf("exports = %d, want 1", got)
+	}
+	if sink.bytes.Load() < 3*8 {
+		t.Errorf("bytes = %d: too few for three spans", sink.bytes.Load())
+	}
+}
