@@ -5,9 +5,10 @@
 #                           proxy and nginx, 10 s each, under 3 minutes: the cost
 #                           ratios, for every change to the data path
 #   bench/run.sh --smoke    reduced sizes, a few minutes: proves every part works
-#   bench/run.sh --full     the published sizes: 100/1,000/5,000 streams, 10,000
+#   bench/run.sh --full     the published sizes: 100/400/1,000/5,000 streams, 10,000
 #
-# One fast simulated upstream (itlbench upstream, fixed TTFT and ITL); for
+# One fast simulated upstream (itlbench upstream, fixed TTFT and ITL, each
+# event stamped with its send time so that the client measures transit); for
 # each number of streams and each target (direct, itlproxy, Go's plain
 # httputil.ReverseProxy, nginx, HAProxy, Caddy), a fresh proxy process, an
 # itlbench warm-up, then a measured itlbench run that also reads the
@@ -29,7 +30,7 @@ usage: bench/run.sh [--quick | --smoke | --full] [options]
                        under 3 minutes (results in bench/results/quick, not committed)
   --smoke              50/200/500 streams for 5s each, a 500-stream "big" run,
                        microbenchmarks at 2000x (the default mode)
-  --full               100/1,000/5,000 streams for 30s each, the 10,000-stream run,
+  --full               100/400/1,000/5,000 streams for 30s each, the 10,000-stream run,
                        microbenchmarks at 1s x 5
   --streams "A B C"    override the numbers of concurrent streams
   --duration D         override each measured run's length (e.g. 10s)
@@ -94,7 +95,7 @@ if [ "$mode" = quick ]; then
 	profile_streams=100 profile_seconds=5
 	paced_streams=100
 elif [ "$mode" = full ]; then
-	: "${streams:=100 1000 5000}" "${duration:=30s}"
+	: "${streams:=100 400 1000 5000}" "${duration:=30s}"
 	big_streams=10000 big_ttft=1s big_itl=1s big_tokens=60 big_ramp=20s
 	micro_benchtime=1s micro_count=5
 	profile_streams=1000 profile_seconds=20
@@ -371,7 +372,7 @@ errors_of() {
 # --- the comparison -------------------------------------------------------
 free_port
 up_port=$REPLY
-start upstream "$itlbench" upstream -addr "127.0.0.1:$up_port" -ttft "${up_ttft_ms}ms" -itl "${up_itl_ms}ms" -tokens "$up_tokens"
+start upstream "$itlbench" upstream -addr "127.0.0.1:$up_port" -ttft "${up_ttft_ms}ms" -itl "${up_itl_ms}ms" -tokens "$up_tokens" -stamp
 up_pid=$REPLY
 up_url=http://127.0.0.1:$up_port
 wait_http "$up_url/v1/models"
@@ -397,7 +398,7 @@ if [ "$do_paced" = 1 ]; then
 	free_port
 	paced_port=$REPLY
 	start paced-upstream "$itlbench" upstream -addr "127.0.0.1:$paced_port" -ttft "${paced_ttft_ms}ms" \
-		-itl "${paced_itl_ms}ms" -tokens "$paced_tokens"
+		-itl "${paced_itl_ms}ms" -tokens "$paced_tokens" -stamp
 	paced_pid=$REPLY
 	paced_url=http://127.0.0.1:$paced_port
 	wait_http "$paced_url/v1/models"
@@ -467,7 +468,7 @@ if [ "$do_big" = 1 ]; then
 	log "big run: $big_streams streams through itlproxy, upstream over $big_link"
 	free_port
 	big_port=$REPLY
-	big_args=(-addr "127.0.0.1:$big_port" -ttft "$big_ttft" -itl "$big_itl" -tokens "$big_tokens")
+	big_args=(-addr "127.0.0.1:$big_port" -ttft "$big_ttft" -itl "$big_itl" -tokens "$big_tokens" -stamp)
 	big_env=()
 	big_url=http://127.0.0.1:$big_port
 	if [ "$big_link" = h2-tls ]; then
