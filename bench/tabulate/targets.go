@@ -75,15 +75,15 @@ func (res *results) itlproxyRatio(n int, other string, figure func(*row) (float6
 
 func (res *results) targetsTable(b *strings.Builder) {
 	b.WriteString("#### Targets\n\n| target | itlproxy measured (streams) | verdict |\n|---|---|---|\n")
-	cpuRow := func(other string, limit float64, sizes []int) {
-		name := fmt.Sprintf("CPU per token event within %g× %s's at %s streams", limit, targetNames[other], counts(sizes))
+	cpuRow := func(other, whose string, limit float64, sizes []int) {
+		name := fmt.Sprintf("CPU per token event within %g× %s at %s streams", limit, whose, counts(sizes))
 		res.judgeRow(b, name, sizes, func(n int) atSize {
 			x, ok := res.itlproxyRatio(n, other, (*row).cpuPer1k)
 			return atSize{fmt.Sprintf("%.2f×", x), ok, x <= limit}
 		})
 	}
-	cpuRow("plain", targetCPUVsPlain, targetCPUVsPlainAt)
-	cpuRow("nginx", targetCPUVsNginx, targetCPUVsNginxAt)
+	cpuRow("plain", "the plain Go proxy's", targetCPUVsPlain, targetCPUVsPlainAt)
+	cpuRow("nginx", "nginx's", targetCPUVsNginx, targetCPUVsNginxAt)
 	res.judgeRow(b, fmt.Sprintf("added transit per event: p50 no worse than nginx's, p99 within %g ms of nginx's", targetTransitP99Ms), nil,
 		func(n int) atSize {
 			p50, p99, ok1 := res.addedTransit("load", n, "itlproxy")

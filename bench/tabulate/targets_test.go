@@ -59,7 +59,7 @@ func TestTargets(t *testing.T) {
 		want    []string
 	}{
 		{"met", []int{100, 400}, base, []string{
-			"| CPU per token event within 1.05× plain Go proxy's at 100, 400 and 1,000 streams | 1.00× at 100; 1.00× at 400 | met |",
+			"| CPU per token event within 1.05× the plain Go proxy's at 100, 400 and 1,000 streams | 1.00× at 100; 1.00× at 400 | met |",
 			"| CPU per token event within 1.5× nginx's at 400 and 1,000 streams | 1.25× at 400 | met |",
 			"| added transit per event: p50 no worse than nginx's, p99 within 1 ms of nginx's | p50 +0.10 ms (nginx +0.20), p99 +1.50 ms (nginx +1.00) at 100; " +
 				"p50 +0.10 ms (nginx +0.20), p99 +1.50 ms (nginx +1.00) at 400 | met |",
@@ -76,7 +76,7 @@ func TestTargets(t *testing.T) {
 			"| 70.0 KiB at 400 | **missed**: 70.0 KiB at 400 |",
 		}},
 		{"sizes the targets do not name", []int{20}, base, []string{
-			"| CPU per token event within 1.05× plain Go proxy's at 100, 400 and 1,000 streams | no run at these numbers of streams | not measured |",
+			"| CPU per token event within 1.05× the plain Go proxy's at 100, 400 and 1,000 streams | no run at these numbers of streams | not measured |",
 			"| RSS per stream in flight at most the plain Go proxy's | 0.89× at 20 | met |",
 			"| RSS per stream in flight at most 64 KiB at 400 and 1,000 streams | no run at these numbers of streams | not measured |",
 		}},
