@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # itlproxy's benchmarks in one command (BENCHMARKS.md explains the method).
 #
-#   bench/run.sh --quick    100 and 400 streams through itlproxy, the plain Go
-#                           proxy and nginx, 10 s each, under 3 minutes: the cost
-#                           ratios, for every change to the data path
+#   bench/run.sh --quick    100 and 400 streams direct and through itlproxy, the
+#                           plain Go proxy and nginx, 10 s each, a few minutes: the
+#                           cost ratios, transit and the verdicts, for every change
+#                           to the data path
 #   bench/run.sh --smoke    reduced sizes, a few minutes: proves every part works
 #   bench/run.sh --full     the published sizes: 100/400/1,000/5,000 streams, 10,000
 #
@@ -25,9 +26,10 @@ usage() {
 	cat <<'EOF'
 usage: bench/run.sh [--quick | --smoke | --full] [options]
 
-  --quick              100 and 400 streams for 10s each through itlproxy, the plain Go
-                       proxy and nginx, nothing else: the CPU and memory ratios, in
-                       under 3 minutes (results in bench/results/quick, not committed)
+  --quick              100 and 400 streams for 10s each direct and through itlproxy,
+                       the plain Go proxy and nginx, nothing else: the CPU and memory
+                       ratios, transit and the verdicts, in a few minutes (results in
+                       bench/results/quick, not committed)
   --smoke              50/200/500 streams for 5s each, a 500-stream "big" run,
                        microbenchmarks at 2000x (the default mode)
   --full               100/400/1,000/5,000 streams for 30s each, the 10,000-stream run,
@@ -83,9 +85,10 @@ paced_ms=$((paced_ttft_ms + (paced_tokens - 1) * paced_itl_ms))
 custom=0
 [ "$mode" = quick ] || [ -z "$streams$duration${custom_targets:-}" ] || custom=1
 if [ "$mode" = quick ]; then
-	# The ratios only: the targets the cost targets compare, at the sizes
-	# that show the per-event cost, and none of the other runs.
-	[ -n "${custom_targets:-}" ] || targets="itlproxy plain nginx"
+	# The ratios only: the targets the cost targets compare (direct for
+	# the added transit), at the sizes that show the per-event cost, and
+	# none of the other runs.
+	[ -n "${custom_targets:-}" ] || targets="direct itlproxy plain nginx"
 	do_big=0 do_paced=0 do_profile=0 do_micro=0 do_write=0
 fi
 if [ "$mode" = quick ]; then
