@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # itlproxy's benchmarks in one command (BENCHMARKS.md explains the method).
 #
-#   bench/run.sh --quick    100 and 400 streams through itlproxy, the plain Go
-#                           proxy and nginx, 10 s each, under 3 minutes: the cost
-#                           ratios, for every change to the data path
+#   bench/run.sh --quick    100 and 400 streams direct and through itlproxy, the
+#                           plain Go proxy and nginx, 10 s each, a few minutes: the
+#                           cost ratios, transit and the verdicts, for every change
+#                           to the data path
 #   bench/run.sh --smoke    reduced sizes, a few minutes: proves every part works
-#   bench/run.sh --full     the published sizes: 100/1,000/5,000 streams, 10,000
+#   bench/run.sh --full     the published sizes: 100/400/1,000/5,000 streams, 10,000
 #
-# One fast simulated upstream (itlbench upstream, fixed TTFT and ITL); for
+# One fast simulated upstream (itlbench upstream, fixed TTFT and ITL, each
+# event stamped with its send time so that the client measures transit); for
 # each number of streams and each target (direct, itlproxy, Go's plain
 # httputil.ReverseProxy, nginx, HAProxy, Caddy), a fresh proxy process, an
 # itlbench warm-up, then a measured itlbench run that also reads the
@@ -24,12 +26,13 @@ usage() {
 	cat <<'EOF'
 usage: bench/run.sh [--quick | --smoke | --full] [options]
 
-  --quick              100 and 400 streams for 10s each through itlproxy, the plain Go
-                       proxy and nginx, nothing else: the CPU and memory ratios, in
-                       under 3 minutes (results in bench/results/quick, not committed)
+  --quick              100 and 400 streams for 10s each direct and through itlproxy,
+                       the plain Go proxy and nginx, nothing else: the CPU and memory
+                       ratios, transit and the verdicts, in a few minutes (results in
+                       bench/results/quick, not committed)
   --smoke              50/200/500 streams for 5s each, a 500-stream "big" run,
                        microbenchmarks at 2000x (the default mode)
-  --full               100/1,000/5,000 streams for 30s each, the 10,000-stream run,
+  --full               100/400/1,000/5,000 streams for 30s each, the 10,000-stream run,
                        microbenchmarks at 1s x 5
   --streams "A B C"    override the numbers of concurrent streams
   --duration D         override each measured run's length (e.g. 10s)
@@ -92,9 +95,10 @@ paced_ms=$((paced_ttft_ms + (paced_tokens - 1) * paced_itl_ms))
 custom=0
 [ "$mode" = quick ] || [ -z "$streams$duration${custom_targets:-}" ] || custom=1
 if [ "$mode" = quick ]; then
-	# The ratios only: the targets the cost targets compare, at the sizes
-	# that show the per-event cost, and none of the other runs.
-	[ -n "${custom_targets:-}" ] || targets="itlproxy plain nginx"
+	# The ratios only: the targets the cost targets compare (direct for
+	# the added transit), at the sizes that show the per-event cost, and
+	# none of the other runs.
+	[ -n "${custom_targets:-}" ] || targets="direct itlproxy plain nginx"
 	do_big=0 do_paced=0 do_profile=0 do_micro=0 do_write=0
 fi
 if [ "$mode" = parts ]; then
@@ -114,7 +118,7 @@ elif [ "$mode" = quick ]; then
 	profile_streams=100 profile_seconds=5
 	paced_streams=100
 elif [ "$mode" = full ]; then
-	: "${streams:=100 1000 5000}" "${duration:=30s}"
+	: "${streams:=100 400 1000 5000}" "${duration:=30s}"
 	big_streams=10000 big_ttft=1s big_itl=1s big_tokens=60 big_ramp=20s
 	micro_benchtime=1s micro_count=5
 	profile_streams=1000 profile_seconds=20
@@ -402,7 +406,7 @@ errors_of() {
 # --- the comparison -------------------------------------------------------
 free_port
 up_port=$REPLY
-start upstream "$itlbench" upstream -addr "127.0.0.1:$up_port" -ttft "${up_ttft_ms}ms" -itl "${up_itl_ms}ms" -tokens "$up_tokens"
+start upstream "$itlbench" upstream -addr "127.0.0.1:$up_port" -ttft "${up_ttft_ms}ms" -itl "${up_itl_ms}ms" -tokens "$up_tokens" -stamp
 up_pid=$REPLY
 up_url=http://127.0.0.1:$up_port
 wait_http "$up_url/v1/models"
@@ -428,7 +432,7 @@ if [ "$do_paced" = 1 ]; then
 	free_port
 	paced_port=$REPLY
 	start paced-upstream "$itlbench" upstream -addr "127.0.0.1:$paced_port" -ttft "${paced_ttft_ms}ms" \
-		-itl "${paced_itl_ms}ms" -tokens "$paced_tokens"
+		-itl "${paced_itl_ms}ms" -tokens "$paced_tokens" -stamp
 	paced_pid=$REPLY
 	paced_url=http://127.0.0.1:$paced_port
 	wait_http "$paced_url/v1/models"
@@ -543,7 +547,7 @@ if [ "$do_big" = 1 ]; then
 	log "big run: $big_streams streams through itlproxy, upstream over $big_link"
 	free_port
 	big_port=$REPLY
-	big_args=(-addr "127.0.0.1:$big_port" -ttft "$big_ttft" -itl "$big_itl" -tokens "$big_tokens")
+	big_args=(-addr "127.0.0.1:$big_port" -ttft "$big_ttft" -itl "$big_itl" -tokens "$big_tokens" -stamp)
 	big_env=()
 	big_url=http://127.0.0.1:$big_port
 	if [ "$big_link" = h2-tls ]; then

@@ -100,6 +100,7 @@ type report struct {
 		EndedWithoutDone int64 `json:"ended_without_done"`
 		TTFT             dist  `json:"ttft"`
 		ITL              dist  `json:"itl"`
+		Transit          dist  `json:"transit"`
 		Errors           struct {
 			Messages map[string]string `json:"messages"`
 		} `json:"errors"`

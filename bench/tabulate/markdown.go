@@ -6,16 +6,6 @@ import (
 	"strings"
 )
 
-// The cost targets that BENCHMARKS.md judges each run against.
-const (
-	targetVsNginx      = 1.5  // itlproxy's CPU per event, at most this many times nginx's
-	targetVsPlain      = 1.1  // ... and the plain Go proxy's
-	targetAddedP99Ms   = 1.0  // added p99 gap at 1,000 streams, under this
-	targetAddedStreams = 1000 // ... at this many streams
-	targetKiBPerStream = 64   // RSS per active stream, at most
-	targetNsPerEvent   = 1000 // microbenchmarks: well under this
-)
-
 func (res *results) markdown() string {
 	var b strings.Builder
 	res.header(&b)
@@ -27,6 +17,7 @@ func (res *results) markdown() string {
 	res.targetsTable(&b)
 	res.latencyTable(&b, "load")
 	res.latencyTable(&b, "paced")
+	res.transitTable(&b)
 	res.costTable(&b)
 	res.partsTable(&b)
 	res.bigTable(&b)
@@ -295,7 +286,7 @@ func num(v float64) string {
 // csv is one line per run with the tables' figures.
 func (res *results) csv() string {
 	var b strings.Builder
-	b.WriteString("run,streams,target,requests_ok,failed,cut_cleanly,token_events,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,added_ttft_p50_ms,added_ttft_p99_ms,added_itl_p50_ms,added_itl_p99_ms,cpu_seconds,cpu_ms_per_1k_events,cpu_x_nginx,cpu_x_plain,rss_idle_mib,rss_peak_mib,rss_kib_per_stream\n")
+	b.WriteString("run,streams,target,requests_ok,failed,cut_cleanly,token_events,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,added_ttft_p50_ms,added_ttft_p99_ms,added_itl_p50_ms,added_itl_p99_ms,cpu_seconds,cpu_ms_per_1k_events,cpu_x_nginx,cpu_x_plain,rss_idle_mib,rss_peak_mib,rss_kib_per_stream,transit_p50_ms,transit_p99_ms\n")
 	line := func(run string, streams int, target string, r report, d *report, x func(string) string) {
 		t := r.Total
 		fmt.Fprintf(&b, "%s,%d,%s,%d,%d,%d,%d,%s,%s,%s,%s", run, streams, target, t.Requests.OK, t.Requests.Failed, t.EndedWithoutDone, t.TokenEvents,
@@ -307,10 +298,15 @@ func (res *results) csv() string {
 			b.WriteString(",,,,")
 		}
 		if p := r.Processes; p != nil && t.TokenEvents > 0 {
-			fmt.Fprintf(&b, ",%.2f,%.2f,%s,%s,%.1f,%.1f,%.1f\n", p.CPUSeconds, 1e6*p.CPUSeconds/float64(t.TokenEvents), x("nginx"), x("plain"),
+			fmt.Fprintf(&b, ",%.2f,%.2f,%s,%s,%.1f,%.1f,%.1f", p.CPUSeconds, 1e6*p.CPUSeconds/float64(t.TokenEvents), x("nginx"), x("plain"),
 				mib(p.RSSBeforeBytes), mib(p.RSSPeakBytes), float64(p.RSSPeakBytes-p.RSSBeforeBytes)/1024/float64(streams))
 		} else {
-			b.WriteString(",,,,,,,\n")
+			b.WriteString(",,,,,,,")
+		}
+		if t.Transit.Count > 0 {
+			fmt.Fprintf(&b, ",%s,%s\n", ms(t.Transit.P50), ms(t.Transit.P99))
+		} else {
+			b.WriteString(",,\n")
 		}
 	}
 	for i := range res.rows {

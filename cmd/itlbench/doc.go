@@ -19,7 +19,9 @@
 //     a server's native API instead of the OpenAI-compatible one (native.go).
 //   - `itlbench upstream` (upstream.go) serves a simulated upstream with
 //     fixed timing (OpenAI-compatible, and the native APIs) (package cmd/internal/llmsim), over HTTP or
-//     HTTPS with HTTP/2.
+//     HTTPS with HTTP/2. With -stamp, each event carries its send time, from
+//     which a load run on the same machine measures each token event's
+//     transit (transit.go).
 //   - `itlbench plainproxy` (plainproxy.go) serves Go's plain
 //     httputil.ReverseProxy, measuring nothing: the baseline that itlproxy's
 //     cost is compared with in BENCHMARKS.md.

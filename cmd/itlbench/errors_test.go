@@ -172,9 +172,10 @@ func TestJSONSchema(t *testing.T) {
 		want string
 	}{
 		{"top level", doc, "concurrency duration_seconds elapsed_seconds endpoint headers include_usage max_requests max_tokens models peak_in_flight per_model percentile_method rate schema_version started stream target total turns"},
-		{"total", total, "duration ended_without_done errors invalid_events itl model output_tokens output_tokens_per_second requests requests_per_second token_events tokens_from tpot ttft"},
+		{"total", total, "duration ended_without_done errors invalid_events itl model output_tokens output_tokens_per_second requests requests_per_second token_events tokens_from tpot transit ttft"},
 		{"requests", total["requests"], "canceled failed ok sent"},
 		{"ttft", total["ttft"], "count max mean min p50 p90 p99 p99_9 sum"},
+		{"transit", total["transit"], "count max mean min p50 p90 p99 p99_9 sum"},
 		{"errors", total["errors"], "by_status connect http_status messages stream_cut stream_error timeout"},
 		{"per model", doc["per_model"].([]any)[1], keys(total)},
 	} {

@@ -97,6 +97,10 @@ itlproxy's own event reader):
   per stream, N = usage.completion_tokens when reported, else the events.
   TTFT and ITL count every token event received, also in streams that later
   fail; request duration counts successful requests only.
+  Transit: when the server puts its send time into an event as the SSE
+  comment line ": sent=<Unix nanoseconds>" (itlbench upstream -stamp), each
+  token-bearing event's arrival (the same stamp) less that time; it needs
+  both ends on one machine's clock, and is absent from streams without it.
   Percentiles come from a log-linear (HDR-style) histogram: within 0.4% of
   the exact value, exact below 256ns; means, min, max, counts are exact.
   Memory does not grow with the number of samples.

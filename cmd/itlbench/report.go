@@ -56,20 +56,23 @@ type report struct {
 // resultJSON is one model's (or every model's) numbers. Durations are in
 // seconds; a distribution without samples is all zeros.
 type resultJSON struct {
-	Model                 string     `json:"model"`
-	Requests              requests   `json:"requests"`
-	RequestsPerSecond     float64    `json:"requests_per_second"`
-	OutputTokens          int64      `json:"output_tokens"`
-	OutputTokensPerSecond float64    `json:"output_tokens_per_second"`
-	TokensFrom            string     `json:"tokens_from"` // usage, events, mixed, none
-	TokenEvents           int64      `json:"token_events"`
-	InvalidEvents         int64      `json:"invalid_events"`
-	EndedWithoutDone      int64      `json:"ended_without_done"` // streams counted ok whose body ended cleanly before [DONE]
-	TTFT                  distJSON   `json:"ttft"`
-	ITL                   distJSON   `json:"itl"`
-	TPOT                  distJSON   `json:"tpot"`
-	Duration              distJSON   `json:"duration"`
-	Errors                errorsJSON `json:"errors"`
+	Model                 string   `json:"model"`
+	Requests              requests `json:"requests"`
+	RequestsPerSecond     float64  `json:"requests_per_second"`
+	OutputTokens          int64    `json:"output_tokens"`
+	OutputTokensPerSecond float64  `json:"output_tokens_per_second"`
+	TokensFrom            string   `json:"tokens_from"` // usage, events, mixed, none
+	TokenEvents           int64    `json:"token_events"`
+	InvalidEvents         int64    `json:"invalid_events"`
+	EndedWithoutDone      int64    `json:"ended_without_done"` // streams counted ok whose body ended cleanly before [DONE]
+	TTFT                  distJSON `json:"ttft"`
+	ITL                   distJSON `json:"itl"`
+	// Transit is from the upstream's write of each token-bearing event to
+	// its arrival, when the upstream stamped its events (count 0 if not).
+	Transit  distJSON   `json:"transit"`
+	TPOT     distJSON   `json:"tpot"`
+	Duration distJSON   `json:"duration"`
+	Errors   errorsJSON `json:"errors"`
 }
 
 type requests struct {
@@ -172,6 +175,7 @@ func (r result) json(elapsed time.Duration) resultJSON {
 		EndedWithoutDone:      r.noDone,
 		TTFT:                  r.ttft.json(),
 		ITL:                   r.itl.json(),
+		Transit:               r.transit.json(),
 		TPOT:                  r.tpot.json(),
 		Duration:              r.duration.json(),
 		Errors: errorsJSON{
@@ -321,9 +325,9 @@ func (r *report) writeTable(w io.Writer) error {
 		rows := []struct {
 			name string
 			d    dist
-		}{{"TTFT", res.ttft}, {"ITL", res.itl}, {"TPOT", res.tpot}, {"duration", res.duration}}
+		}{{"TTFT", res.ttft}, {"ITL", res.itl}, {"transit", res.transit}, {"TPOT", res.tpot}, {"duration", res.duration}}
 		for _, row := range rows {
-			if !r.Stream && row.name != "duration" {
+			if !r.Stream && row.name != "duration" || row.name == "transit" && row.d.count == 0 {
 				continue
 			}
 			if row.d.count == 0 {

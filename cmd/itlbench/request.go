@@ -32,7 +32,9 @@ type worker struct {
 	b    *bench
 	buf  []byte
 	scan *events.StreamScanner
-	s    streamState
+	// stamps reads the send times an upstream may put into events.
+	stamps transitStamps
+	s      streamState
 
 	session   string // the current session's id, "" without -turns
 	model     int    // the current session's model
@@ -118,12 +120,13 @@ func (w *worker) do(ctx context.Context, m int) {
 // returns and scanning it for events (w.event).
 func (w *worker) readStream(ctx context.Context, body io.Reader) {
 	var err error
+	w.stamps = transitStamps{}
 	for err == nil {
 		var n int
 		n, err = body.Read(w.buf)
 		if n > 0 {
 			w.s.now = time.Now()
-			w.scan.Write(w.buf[:n])
+			w.stamps.write(w.buf[:n], w.scan)
 		}
 	}
 	truncated := w.scan.End()
@@ -157,11 +160,15 @@ func (w *worker) readStream(ctx context.Context, body io.Reader) {
 // event is called by the scanner for each event a read completed.
 func (w *worker) event(e events.Event) {
 	s := &w.s
+	transit, stamped := w.stamps.take(s.now)
 	if e.Invalid || e.Oversized {
 		s.st.invalidEvents.Add(1)
 		return
 	}
 	tok, ok := s.tally.Add(e, s.now)
+	if ok && stamped {
+		s.st.transit.record(transit)
+	}
 	switch {
 	case !ok:
 	case tok.First:

@@ -34,6 +34,9 @@ type modelStats struct {
 	name string
 
 	ttft, itl, tpot, duration histogram
+	// transit: from the upstream's write of a token-bearing event to its
+	// arrival, for the events that carried their send time.
+	transit histogram
 
 	sent, ok, canceled atomic.Int64
 	errs               [numErrKinds]atomic.Int64
@@ -80,6 +83,7 @@ type result struct {
 	withUsage, invalidEvents  int64
 	noDone                    int64
 	ttft, itl, tpot, duration dist
+	transit                   dist
 }
 
 func (s *modelStats) result() result {
@@ -95,6 +99,7 @@ func (s *modelStats) result() result {
 		noDone:        s.noDone.Load(),
 		ttft:          s.ttft.snapshot(),
 		itl:           s.itl.snapshot(),
+		transit:       s.transit.snapshot(),
 		tpot:          s.tpot.snapshot(),
 		duration:      s.duration.snapshot(),
 	}
@@ -143,6 +148,7 @@ func (r *result) merge(o result) {
 	r.noDone += o.noDone
 	r.ttft.merge(o.ttft)
 	r.itl.merge(o.itl)
+	r.transit.merge(o.transit)
 	r.tpot.merge(o.tpot)
 	r.duration.merge(o.duration)
 }

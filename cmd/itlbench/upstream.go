@@ -48,6 +48,7 @@ func runUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Float64Var(&m.Jitter, "jitter", 0, "spread TTFT and each gap uniformly by ± this `fraction` of their mean (0 to 1)")
 	fs.Float64Var(&m.SpikeProb, "spike-prob", 0, "chance (0 to 1) that a gap is a stall of -spike instead")
 	fs.DurationVar(&m.Spike, "spike", time.Second, "length of a stall")
+	fs.BoolVar(&m.Stamp, "stamp", false, "put each streamed event's send time into it, as the SSE comment line\n\": sent=<Unix nanoseconds>\" before its data line, so that itlbench on the same\nmachine reports each event's transit (SSE clients ignore comments)")
 	models := fs.String("models", "sim", "comma-separated model `names` GET /v1/models lists")
 	certFile := fs.String("tls-cert", "", "serve HTTPS (HTTP/2, and HTTP/1.1 to clients that ask for it) with a self-signed\ncertificate for 127.0.0.1, ::1 and localhost made at start, and write it to this `file`\n(PEM) for clients to trust: HTTP/2 carries many streams on one connection")
 	if help, err := parseFlags(fs, args, stdout, upstreamUsageHead, upstreamUsageTail); help || err != nil {
@@ -98,7 +99,11 @@ func runUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "itlbench upstream: serving %s://%s/v1 (ttft %v, itl %v, %d tokens, jitter %g, spikes %g of %v)\n",
-		scheme, ln.Addr(), m.TTFT, m.ITL, m.Length, m.Jitter, m.SpikeProb, m.Spike)
+	stamped := ""
+	if m.Stamp {
+		stamped = ", events stamped"
+	}
+	fmt.Fprintf(stderr, "itlbench upstream: serving %s://%s/v1 (ttft %v, itl %v, %d tokens, jitter %g, spikes %g of %v%s)\n",
+		scheme, ln.Addr(), m.TTFT, m.ITL, m.Length, m.Jitter, m.SpikeProb, m.Spike, stamped)
 	return serveUntil(ctx, srv, ln)
 }

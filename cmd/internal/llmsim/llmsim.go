@@ -26,6 +26,13 @@ type Model struct {
 	// (finish_reason "stop"), as a model that emits its end token there,
 	// unless the request's max_tokens ends it sooner.
 	Length int
+	// Stamp puts the time each event of a streamed completion is written
+	// into that event, as an SSE comment line before its data line:
+	// ": sent=<Unix nanoseconds>". The clock is read just before the
+	// write, so a client on the same machine that reads it on arrival
+	// measures the event's transit. SSE clients ignore comments, so the
+	// stream means the same; off, the stream is byte for byte as before.
+	Stamp bool
 }
 
 // DefaultMaxTokens is the completion length when a request sets none.
@@ -202,9 +209,15 @@ func (c *completion) stream(w http.ResponseWriter, r *http.Request, includeUsage
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	rc := http.NewResponseController(w)
-	var buf []byte
+	var buf, stamped []byte
 	send := func() bool {
-		_, err := w.Write(buf)
+		out := buf
+		if c.model.Stamp {
+			stamped = appendStamp(stamped[:0], time.Now())
+			stamped = append(stamped, buf...)
+			out = stamped
+		}
+		_, err := w.Write(out)
 		return err == nil && rc.Flush() == nil
 	}
 	if c.chat {
@@ -235,6 +248,17 @@ func (c *completion) stream(w http.ResponseWriter, r *http.Request, includeUsage
 	}
 	buf = append(buf[:0], "data: [DONE]\n\n"...)
 	send()
+}
+
+// StampPrefix opens the comment line that Model.Stamp adds to each event;
+// the send time in Unix nanoseconds follows, then the line's end.
+const StampPrefix = ": sent="
+
+// appendStamp appends the comment line that stamps an event sent at t.
+func appendStamp(buf []byte, t time.Time) []byte {
+	buf = append(buf, StampPrefix...)
+	buf = strconv.AppendInt(buf, t.UnixNano(), 10)
+	return append(buf, '\n')
 }
 
 // decode runs the simulated decode: it calls emit with each token when
