@@ -24,7 +24,7 @@ root=$PWD
 
 usage() {
 	cat <<'EOF'
-usage: bench/run.sh [--quick | --smoke | --full] [options]
+usage: bench/run.sh [--quick | --smoke | --full | --parts] [options]
 
   --quick              100 and 400 streams for 10s each direct and through itlproxy,
                        the plain Go proxy and nginx, nothing else: the CPU and memory

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -67,6 +68,16 @@ func parseParts(s string) (part, error) {
 		}
 	}
 	return off, nil
+}
+
+// bare forwards a request without an exchange, as the plain Go proxy the
+// benchmarks compare with does: only in a benchmark build without
+// exchanges.
+func (p *Proxy) bare(w http.ResponseWriter, r *http.Request) {
+	// As forward does: the transport may still read the request body
+	// when the response starts.
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	p.rp.ServeHTTP(w, r)
 }
 
 // on reports whether part p is switched on: always, outside a benchmark build.

@@ -64,7 +64,7 @@ func (p *Proxy) measured(api routeAPI) http.HandlerFunc {
 		r.Body = held.reader()
 		r.GetBody = func() (io.ReadCloser, error) { return held.reader(), nil }
 		if !partExchange.on() {
-			p.rp.ServeHTTP(w, r)
+			p.bare(w, r)
 			return
 		}
 		ex := p.begin(r, p.labels(r, info.Model, endpoint), t0, endpoint, info.Model, info.User, info.Stream)
@@ -84,7 +84,7 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !partExchange.on() {
-		p.rp.ServeHTTP(w, r)
+		p.bare(w, r)
 		return
 	}
 	p.forward(w, r, p.begin(r, labels, t0, events.Other, "", "", false))
