@@ -68,7 +68,7 @@ type Recorder struct {
 // New returns an empty recorder bounded by o.
 func New(o Options) *Recorder {
 	r := &Recorder{opts: o, now: time.Now, last: make([]*Entry, 0, o.Last)}
-	r.pool.New = func() any { return &Timeline{gaps: make([]Gap, 0, o.MaxGaps)} }
+	r.pool.New = func() any { return newTimeline(o.MaxGaps) }
 	r.byGap = ranking{max: o.Slowest, key: func(e *Entry) time.Duration { return e.LongestGap }}
 	r.byTTFT = ranking{max: o.Slowest, key: func(e *Entry) time.Duration { return e.TTFT }}
 	return r

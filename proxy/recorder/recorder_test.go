@@ -209,3 +209,34 @@ func TestMemoryAtTheBound(t *testing.T) {
 	}
 	runtime.KeepAlive(r)
 }
+
+// A timeline starts small and grows as its stream does, never past
+// MaxGaps; a buffer that grew is reused as it is, so that recording the
+// same stream again allocates nothing.
+func TestTimelineGrowsToMaxGaps(t *testing.T) {
+	r := New(Options{Last: 1, MaxGaps: 300})
+	tl := r.Start()
+	if cap(tl.gaps) != startGaps {
+		t.Fatalf("a new timeline holds %d gaps, want %d", cap(tl.gaps), startGaps)
+	}
+	for i := range 1000 {
+		tl.Gap(time.Duration(i+1)*time.Millisecond, 1)
+	}
+	if len(tl.gaps) != 300 || cap(tl.gaps) != 300 || tl.rest.Gaps != 700 || tl.count != 1000 {
+		t.Fatalf("kept %d (cap %d), %d in the rest, %d counted; want 300, 300, 700, 1000", len(tl.gaps), cap(tl.gaps), tl.rest.Gaps, tl.count)
+	}
+	for i, g := range tl.gaps {
+		if g.Length != time.Duration(i+1)*time.Millisecond {
+			t.Fatalf("gap [%d] is %v: the growth lost or moved gaps", i, g.Length)
+		}
+	}
+	tl.reset()
+	if n := testing.AllocsPerRun(5, func() {
+		tl.reset()
+		for range 300 {
+			tl.Gap(time.Millisecond, 1)
+		}
+	}); n != 0 {
+		t.Errorf("a reused timeline allocated %v times for 300 gaps", n)
+	}
+}
