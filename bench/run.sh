@@ -42,10 +42,10 @@ usage: bench/run.sh [--quick | --smoke | --full | --parts] [options]
   --no-paced           skip the paced run (1,000 streams at a token rate the machine keeps up with)
   --no-profile         skip the CPU profile of itlproxy
   --no-micro           skip the Go microbenchmarks
-  --parts              where itlproxy's cost goes, alone (in --full it runs anyway): at 100 and
-                       400 streams, itlproxy with its parts switched off one after another
-                       (a benchmark build), then with tracing on, next to the plain Go proxy
-                       (results in bench/results/parts, not committed; about 8 minutes)
+  --parts              where itlproxy's cost goes, alone (in --full it runs anyway, 3 rounds): at
+                       100 and 400 streams, itlproxy with its parts switched off one after
+                       another (a benchmark build), then with tracing on, next to the plain Go
+                       proxy, 2 rounds (results in bench/results/parts, not committed; 9 minutes)
   --no-parts           skip that in --full
   --no-install         never apt-get install (missing servers are skipped)
   --no-write           do not rewrite BENCHMARKS.md (tables are still printed)
@@ -134,7 +134,8 @@ fi
 # The attribution's sizes, run length and rounds (each round runs every
 # configuration once, the second in the reverse order, so that a drift of
 # the machine falls on all of them alike).
-parts_streams=${parts_streams_given:-100 400} parts_duration=${parts_duration_given:-10s} parts_rounds=2
+parts_streams=${parts_streams_given:-100 400} parts_duration=${parts_duration_given:-10s}
+parts_rounds=$([ "$mode" = full ] && echo 3 || echo 2)
 out=$root/bench/results/$mode
 if [ "$custom" = 1 ]; then
 	# Other sizes are not the mode's published run: their results go
