@@ -116,3 +116,33 @@ func TestTransitTargetNeedsNginx(t *testing.T) {
 		t.Errorf("the tables lack %q:\n%s", want, md)
 	}
 }
+
+// TestTransitTargetPaced: the paced run's transit is judged in a row of
+// its own, from the paced reports only.
+func TestTransitTargetPaced(t *testing.T) {
+	dir := t.TempDir()
+	writeRun(t, dir, []int{400}, map[string]figures{
+		"direct":   {transitP50: 0.0002, transitP99: 0.0010},
+		"itlproxy": {cpu: 1.0, kib: 40, transitP50: 0.0009, transitP99: 0.0060},
+		"nginx":    {cpu: 0.8, kib: 20, transitP50: 0.0004, transitP99: 0.0020},
+	})
+	for target, p := range map[string][2]float64{"direct": {0.0001, 0.0020}, "itlproxy": {0.0009, 0.0040}, "nginx": {0.0009, 0.0045}} {
+		rep := fmt.Sprintf(`{"concurrency":1000,"total":{"requests":{"ok":10},"token_events":100000,"transit":{"count":100000,"p50":%g,"p99":%g}}}`, p[0], p[1])
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("paced-01000-%s.json", target)), []byte(rep), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := res.markdown()
+	for _, want := range []string{
+		"| added transit per event: p50 no worse than nginx's, p99 within 1 ms of nginx's | p50 +0.70 ms (nginx +0.20), p99 +5.00 ms (nginx +1.00) at 400 | **missed**",
+		"| added transit per event: p50 no worse than nginx's, p99 within 1 ms of nginx's, paced run | p50 +0.80 ms (nginx +0.80), p99 +2.00 ms (nginx +2.50) at 1,000 | met |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("no %q in\n%s", want, md)
+		}
+	}
+}
