@@ -2,7 +2,7 @@
 # itlproxy's benchmarks in one command (BENCHMARKS.md explains the method).
 #
 #   bench/run.sh --quick    100 and 400 streams direct and through itlproxy, the
-#                           plain Go proxy and nginx, 10 s each, a few minutes: the
+#                           plain Go proxy and nginx, 10 s each, about 2 minutes: the
 #                           cost ratios, transit and the verdicts, for every change
 #                           to the data path
 #   bench/run.sh --smoke    reduced sizes, a few minutes: proves every part works
@@ -28,7 +28,7 @@ usage: bench/run.sh [--quick | --smoke | --full | --parts] [options]
 
   --quick              100 and 400 streams for 10s each direct and through itlproxy,
                        the plain Go proxy and nginx, nothing else: the CPU and memory
-                       ratios, transit and the verdicts, in a few minutes (results in
+                       ratios, transit and the verdicts, in about 2 minutes (results in
                        bench/results/quick, not committed)
   --smoke              50/200/500 streams for 5s each, a 500-stream "big" run,
                        microbenchmarks at 2000x (the default mode)
