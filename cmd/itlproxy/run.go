@@ -152,6 +152,17 @@ type server struct {
 	reload *reloader
 }
 
+// warnAtStart warns of settings that weaken what the proxy guarantees.
+func (s *server) warnAtStart() {
+	if s.cfg.UpstreamInsecureSkipVerify {
+		s.log.Warn("ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY is set: the upstream's TLS certificate is NOT verified; " +
+			"anyone on the path to it can read and alter every request and response")
+	}
+	if off := proxy.PartsOff(); off != "" {
+		s.log.Warn("benchmark build: parts of the measurement are switched off, its metrics are incomplete", zap.String("parts_off", off))
+	}
+}
+
 // run serves until ctx is canceled, then shuts down gracefully. started,
 // when not nil, is called with the bound addresses once both listeners
 // are up (demo mode starts its load then).
@@ -160,10 +171,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	if err != nil {
 		return err // validated already
 	}
-	if s.cfg.UpstreamInsecureSkipVerify {
-		s.log.Warn("ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY is set: the upstream's TLS certificate is NOT verified; " +
-			"anyone on the path to it can read and alter every request and response")
-	}
+	s.warnAtStart()
 	p := s.newProxy(upstream)
 	stopReload, err := s.reload.start()
 	if err != nil {
@@ -212,9 +220,6 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		zap.Stringer("proxy_addr", proxyLn.Addr()),
 		zap.Stringer("admin_addr", adminLn.Addr()),
 		zap.String("upstream", upstreamForLog(upstream)))
-	if off := proxy.PartsOff(); off != "" {
-		s.log.Warn("benchmark build: parts of the measurement are switched off, its metrics are incomplete", zap.String("parts_off", off))
-	}
 
 	stopStarted := func() {}
 	if started != nil {
