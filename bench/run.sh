@@ -510,12 +510,17 @@ if [ "$do_parts" = 1 ]; then
 		for c in $parts_streams; do
 			for cfg in "${configs[@]}"; do
 				log "where the cost goes, round $round: $c streams, $cfg: warm-up, then $parts_duration"
+				# The parts off: every one from the list's start up to cfg.
 				off=""
-				for p in "${part_list[@]:1}"; do
-					[ "$cfg" = all ] || [ "$cfg" = traced ] && break
-					off=$off${off:+,}$p
-					[ "$p" = "$cfg" ] && break
-				done
+				case $cfg in
+				all | traced | plain) ;;
+				*)
+					for p in "${part_list[@]:1}"; do
+						off=$off${off:+,}$p
+						[ "$p" = "$cfg" ] && break
+					done
+					;;
+				esac
 				case $cfg in
 				plain) start_target plain "$up_url" ;;
 				traced)

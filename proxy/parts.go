@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -35,12 +36,14 @@ const (
 	partRouting
 )
 
-// partNames are the names ITLPROXY_PARTS_OFF takes, in the order a
-// benchmark switches them off one after another.
-var partNames = []struct {
+type namedPart struct {
 	name string
 	part part
-}{
+}
+
+// partNames are the names ITLPROXY_PARTS_OFF takes, in the order a
+// benchmark switches them off one after another.
+var partNames = []namedPart{
 	{"recorder", partRecorder},
 	{"sessions", partSessions},
 	{"observations", partObservations},
@@ -57,15 +60,11 @@ func parseParts(s string) (part, error) {
 		if name == "" {
 			continue
 		}
-		found := false
-		for _, p := range partNames {
-			if p.name == name {
-				off, found = off|p.part, true
-			}
-		}
-		if !found {
+		i := slices.IndexFunc(partNames, func(p namedPart) bool { return p.name == name })
+		if i < 0 {
 			return 0, fmt.Errorf("unknown part %q", name)
 		}
+		off |= partNames[i].part
 	}
 	return off, nil
 }

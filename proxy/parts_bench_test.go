@@ -28,10 +28,7 @@ func TestPartsSwitchOff(t *testing.T) {
 	want := bytes.Join(chunks, nil)
 	gaps := []time.Duration{0, time.Millisecond, time.Millisecond, time.Millisecond, time.Millisecond, 0}
 	off := part(0)
-	for _, step := range append([]struct {
-		name string
-		part part
-	}{{"none", 0}}, partNames...) {
+	for _, step := range append([]namedPart{{"none", 0}}, partNames...) {
 		off |= step.part
 		partsOff = off
 		t.Run(step.name, func(t *testing.T) {
