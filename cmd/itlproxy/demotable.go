@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
@@ -29,7 +30,7 @@ func (s snapshot) table(models []string, elapsed time.Duration) string {
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\trequests\tstreams ok/canceled/error\ttokens/s\tTTFT p50\tp99\tITL p50\tp99\tgaps\t\n",
+	fmt.Fprintf(tw, "%-*s\trequests\tstreams ok/canceled/error\ttokens/s\tTTFT p50\tp99\tITL p50\tp99\tgaps\tSLO met\t\n",
 		width, "after "+elapsed.Round(time.Second).String())
 	for _, model := range models {
 		streams := func(outcome string) float64 {
@@ -37,16 +38,28 @@ func (s snapshot) table(models []string, elapsed time.Duration) string {
 		}
 		ttft := s.Buckets("itlproxy_time_to_first_token_seconds", "model", model)
 		itl := s.Buckets("itlproxy_inter_token_latency_seconds", "model", model)
-		fmt.Fprintf(tw, "%-*s\t%.0f\t%.0f/%.0f/%.0f\t%.1f\t%s\t%s\t%s\t%s\t%d\t\n", width, model,
+		fmt.Fprintf(tw, "%-*s\t%.0f\t%.0f/%.0f/%.0f\t%.1f\t%s\t%s\t%s\t%s\t%d\t%s\t\n", width, model,
 			s.Value("itlproxy_requests_total", "model", model),
 			streams("completed"), streams("client_canceled"), streams("upstream_error")+streams("rejected"),
 			s.Value("itlproxy_output_tokens_total", "model", model)/elapsed.Seconds(),
 			seconds(scrape.HistogramQuantile(0.5, ttft)), seconds(scrape.HistogramQuantile(0.99, ttft)),
-			seconds(scrape.HistogramQuantile(0.5, itl)), seconds(scrape.HistogramQuantile(0.99, itl)), itl.Count)
+			seconds(scrape.HistogramQuantile(0.5, itl)), seconds(scrape.HistogramQuantile(0.99, itl)), itl.Count,
+			s.attainment(model))
 	}
 	_ = tw.Flush()
 	b.WriteByte('\n')
 	return b.String()
+}
+
+// attainment is the share of the model's judged streams that met their
+// objectives, "-" before any was judged.
+func (s snapshot) attainment(model string) string {
+	judged := s.Value("itlproxy_streams_judged_total", "model", model)
+	if judged == 0 {
+		return "-"
+	}
+	met := s.Value("itlproxy_streams_judged_total", "model", model, "verdict", metrics.VerdictMet)
+	return fmt.Sprintf("%.0f%% of %.0f", 100*met/judged, judged)
 }
 
 // seconds formats a duration in seconds for the table.

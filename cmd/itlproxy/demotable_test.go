@@ -11,11 +11,13 @@ import (
 )
 
 // TestDemoTable reads a real registry after known streams: counts,
-// outcomes, tokens per second, and quantiles interpolated in the classic
-// buckets as histogram_quantile does.
+// outcomes, tokens per second, quantiles interpolated in the classic
+// buckets as histogram_quantile does, and the share of judged streams
+// that met their objectives (the canceled one is not judged).
 func TestDemoTable(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{MaxModels: 4})
+	m, err := metrics.New(reg, metrics.Options{MaxModels: 4,
+		SLOs: metrics.SLOs{Default: metrics.Objectives{TTFT: 300 * time.Millisecond}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +45,8 @@ func TestDemoTable(t *testing.T) {
 	// almost at its end. ITL: rank 1 of 2 closes (0.0175, 0.02]; rank
 	// 1.98 is 98% through (0.025, 0.03].
 	for i, want := range [][]string{
-		{"m1", "2", "1/1/0", "1.5", "225ms", "249.5ms", "20ms", "29.9ms", "2"},
-		{"idle", "0", "0/0/0", "0.0", "-", "-", "-", "-", "0"},
+		{"m1", "2", "1/1/0", "1.5", "225ms", "249.5ms", "20ms", "29.9ms", "2", "100%", "of", "1"},
+		{"idle", "0", "0/0/0", "0.0", "-", "-", "-", "-", "0", "-"},
 	} {
 		if got := strings.Fields(lines[i+1]); strings.Join(got, " ") != strings.Join(want, " ") {
 			t.Errorf("row %d: %q, want %q", i+1, got, want)

@@ -63,6 +63,9 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	if err != nil {
 		return err
 	}
+	if demo {
+		cfg.slos = demoSLOs(cfg.slos)
+	}
 	log := newLogger(cfg, stderr)
 	defer func() { _ = log.Sync() }()
 

@@ -13,43 +13,6 @@ import (
 	"github.com/itlproxy/itlproxy/cmd/internal/cmdtest"
 )
 
-// TestDemoExportsITL runs the README's demo command and expects ITL samples
-// on /metrics within seconds, and the table on stdout.
-func TestDemoExportsITL(t *testing.T) {
-	in := start(t, []string{"demo"}, nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		n, _ := in.scrape().Histogram("itlproxy_inter_token_latency_seconds")
-		if n > 0 {
-			t.Logf("%d ITL samples after %v", n, 5*time.Second-time.Until(deadline))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no ITL samples after 5s\n%s", in.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if first, _, _ := strings.Cut(in.stdout.String(), "\n"); !strings.HasPrefix(first, "live page: http://"+in.admin+"/ ") {
-		t.Errorf("the demo's first line is %q, not the live page's address", first)
-	}
-	deadline = time.Now().Add(demoTableEvery + 3*time.Second)
-	for !strings.Contains(in.stdout.String(), "ITL p50") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no table on stdout:\n%s", in.stdout)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	for _, m := range demoModels {
-		if !strings.Contains(in.stdout.String(), m.Name) {
-			t.Errorf("table does not show %s:\n%s", m.Name, in.stdout)
-		}
-	}
-	in.stop()
-	if err := in.wait(10 * time.Second); err != nil {
-		t.Errorf("demo ended with %v", err)
-	}
-}
-
 // TestGracefulShutdown: on the signal, readiness fails at once, the proxy
 // keeps accepting for the delay, then refuses new connections, while a
 // stream in flight runs to its end.
