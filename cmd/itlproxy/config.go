@@ -16,20 +16,21 @@ import (
 )
 
 // config is itlproxy's whole configuration, read from the environment.
-// Each field's help tag is what `itlproxy -h` prints for it; the README's
-// table says the same (a test keeps them in step).
+// Each field's help tag is what `itlproxy -h` prints for it, and
+// docs/configuration.md is generated from that output (go generate; a
+// test fails when the two differ).
 type config struct {
-	UpstreamURL string `env:"ITLPROXY_UPSTREAM_URL" help:"URL of the OpenAI-compatible server (http or https, optional base path). Required, except in demo mode."`
+	UpstreamURL string `env:"ITLPROXY_UPSTREAM_URL" help:"URL of the LLM server: http or https, with an optional base path (http://127.0.0.1:8000, https://api.example.com/openai). Required, except in demo mode."`
 	ListenAddr  string `env:"ITLPROXY_LISTEN_ADDR" envDefault:":8080" help:"Address of the proxy listener: proxied traffic only."`
 	AdminAddr   string `env:"ITLPROXY_ADMIN_ADDR" envDefault:":9090" help:"Address of the admin listener: /metrics, /healthz, /readyz, POST /-/reload, the live page at / and /debug/streams."`
 
 	Models    []string `env:"ITLPROXY_MODELS" help:"Comma-separated allow-list of model label values; other models are labelled _other. Empty: any model, up to ITLPROXY_MAX_MODELS."`
 	MaxModels int      `env:"ITLPROXY_MAX_MODELS" envDefault:"32" help:"Distinct model label values kept when there is no allow-list; later models are labelled _other."`
 
-	MaxRequestBytes   byteSize      `env:"ITLPROXY_MAX_REQUEST_BYTES" envDefault:"32MiB" help:"Largest request body accepted; larger ones get 413. Bytes, or with KiB/MiB/GiB."`
+	MaxRequestBytes   byteSize      `env:"ITLPROXY_MAX_REQUEST_BYTES" envDefault:"32MiB" help:"Largest request body read on the measured routes, and largest Content-Length announced on any route; larger ones get 413. Bytes, or with KiB/MiB/GiB."`
 	MaxEventBytes     byteSize      `env:"ITLPROXY_MAX_EVENT_BYTES" envDefault:"1MiB" help:"Largest SSE event (or non-streamed JSON body) the measurement buffers; larger ones are forwarded unmeasured and counted."`
 	UpstreamTimeout   time.Duration `env:"ITLPROXY_UPSTREAM_TIMEOUT" envDefault:"10m" help:"Longest wait for the upstream's response headers (a non-streamed request waits for its whole generation); 504 after it. 0: no limit."`
-	StreamIdleTimeout time.Duration `env:"ITLPROXY_STREAM_IDLE_TIMEOUT" envDefault:"0s" help:"End a stream whose upstream then sends nothing for this long (outcome idle_timeout; the client sees the stream cut). 0: off."`
+	StreamIdleTimeout time.Duration `env:"ITLPROXY_STREAM_IDLE_TIMEOUT" envDefault:"0s" help:"End a stream whose upstream then sends nothing for this long (outcome idle_timeout; the client sees the stream cut). Counted only while the proxy waits for the upstream (not while a slow client reads) and not after the stream's end marker. 0: off."`
 
 	UpstreamCAFile             string `env:"ITLPROXY_UPSTREAM_CA_FILE" help:"PEM file of the CA certificates that an https upstream's certificate must chain to, instead of the system's."`
 	UpstreamInsecureSkipVerify bool   `env:"ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY" envDefault:"false" help:"Do not verify the https upstream's certificate. Insecure, for tests only; logged at every start."`
@@ -40,35 +41,35 @@ type config struct {
 	TLSKeyFile  string `env:"ITLPROXY_TLS_KEY_FILE" help:"PEM private key of ITLPROXY_TLS_CERT_FILE."`
 	H2C         bool   `env:"ITLPROXY_H2C" envDefault:"false" help:"Also accept cleartext HTTP/2 (h2c, prior knowledge) on a listener without TLS, as service meshes send it."`
 
-	InjectUsage bool `env:"ITLPROXY_INJECT_USAGE" envDefault:"false" help:"Ask for usage on streaming chat and completions requests that do not (stream_options.include_usage), and take it out of the response: tokens and TPOT for every stream; see the README."`
+	InjectUsage bool `env:"ITLPROXY_INJECT_USAGE" envDefault:"false" help:"Ask for usage on streaming chat and completions requests that do not (stream_options.include_usage), and take it out of the response: tokens and TPOT for every stream; see docs/apis.md."`
 
-	Routes       string `env:"ITLPROXY_ROUTES" help:"Comma-separated path=api pairs that measure an API on another path (a server mounted under a prefix), added to the built-in routes: e.g. /ollama/api/chat=ollama_chat,/generate=tgi_generate. APIs: see the README's route table."`
+	Routes       string `env:"ITLPROXY_ROUTES" help:"Comma-separated path=api pairs that measure an API on another path (a server mounted under a prefix), added to the built-in routes: e.g. /ollama/api/chat=ollama_chat,/generate=tgi_generate. APIs: see docs/apis.md."`
 	DefaultModel string `env:"ITLPROXY_DEFAULT_MODEL" help:"Model label of a measured request whose body names no model (TGI's and llama.cpp's native APIs). Unset: _unknown."`
 
 	ReadHeaderTimeout time.Duration `env:"ITLPROXY_READ_HEADER_TIMEOUT" envDefault:"10s" help:"Longest a client may take to send its request headers (slowloris); the connection is closed after it."`
 	ClientIdleTimeout time.Duration `env:"ITLPROXY_CLIENT_IDLE_TIMEOUT" envDefault:"2m" help:"How long an idle keep-alive client connection is kept open."`
 	MaxHeaderBytes    byteSize      `env:"ITLPROXY_MAX_HEADER_BYTES" envDefault:"64KiB" help:"Largest request header block accepted; larger ones get 431."`
-	ClientSendBuffer  byteSize      `env:"ITLPROXY_CLIENT_SEND_BUFFER" envDefault:"0" help:"Kernel send buffer of each client connection (SO_SNDBUF); caps what a slow reader parks in the kernel. 0: the kernel's autotuning."`
+	ClientSendBuffer  byteSize      `env:"ITLPROXY_CLIENT_SEND_BUFFER" envDefault:"0" help:"Kernel send buffer of each client connection (SO_SNDBUF); caps what a slow reader parks in the kernel, otherwise up to net.ipv4.tcp_wmem's maximum (4 MiB by default). 0: the kernel's autotuning."`
 	Pprof             bool          `env:"ITLPROXY_PPROF" envDefault:"false" help:"Serve Go's profiler at /debug/pprof/ on the admin listener (never on the proxy port)."`
 
-	ShutdownDelay   time.Duration `env:"ITLPROXY_SHUTDOWN_DELAY" envDefault:"0s" help:"On SIGTERM, how long to keep accepting requests after /readyz starts failing, so load balancers stop sending first."`
+	ShutdownDelay   time.Duration `env:"ITLPROXY_SHUTDOWN_DELAY" envDefault:"0s" help:"On SIGTERM, how long to keep accepting requests after /readyz starts failing, so load balancers stop sending first: their reaction time (e.g. 5s in Kubernetes)."`
 	ShutdownTimeout time.Duration `env:"ITLPROXY_SHUTDOWN_TIMEOUT" envDefault:"30s" help:"On SIGTERM, how long streams in flight may take to finish before they are cut."`
 
 	SLOTTFT        time.Duration `env:"ITLPROXY_SLO_TTFT" help:"Default time-to-first-token objective of every model (e.g. 800ms). Unset: none."`
 	SLOITL         time.Duration `env:"ITLPROXY_SLO_ITL" help:"Default inter-token latency objective of every model, per gap (e.g. 50ms). Unset: none."`
 	SLOTPOT        time.Duration `env:"ITLPROXY_SLO_TPOT" help:"Default time-per-output-token objective of every model (e.g. 40ms). Unset: none."`
 	SLOMaxGap      time.Duration `env:"ITLPROXY_SLO_MAX_GAP" help:"Default longest-gap objective of every model, per stream (e.g. 2s): a stream whose longest gap exceeds it misses. Unset: none."`
-	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model and per-class objectives, over the defaults above (see the README). Re-read when it changes, on SIGHUP and on POST /-/reload."`
+	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model and per-class objectives, over the defaults above (see docs/slos.md). Re-read when it changes, on SIGHUP and on POST /-/reload."`
 	StallThreshold time.Duration `env:"ITLPROXY_STALL_THRESHOLD" envDefault:"2s" help:"A gap between tokens longer than this counts as a stall (itlproxy_stalls_total). 0: none."`
 
 	ClassHeader  string   `env:"ITLPROXY_CLASS_HEADER" envDefault:"X-SLO-Class" help:"Request header that names the request's service class; classes not defined in ITLPROXY_SLO_FILE are labelled default."`
-	TenantHeader string   `env:"ITLPROXY_TENANT_HEADER" help:"Request header whose value is the tenant label (team, application). Unset: every tenant label is _none. Never a credential header."`
+	TenantHeader string   `env:"ITLPROXY_TENANT_HEADER" help:"Request header whose value is the tenant label (team, application). Unset: every tenant label is _none. Authorization, cookies and headers named like keys, tokens or secrets are refused (exit 2)."`
 	Tenants      []string `env:"ITLPROXY_TENANTS" help:"Comma-separated allow-list of tenant label values; other tenants are labelled _other. Empty: any tenant, up to ITLPROXY_MAX_TENANTS."`
 	MaxTenants   int      `env:"ITLPROXY_MAX_TENANTS" envDefault:"64" help:"Distinct tenant label values kept when there is no allow-list; later tenants are labelled _other."`
 
 	SessionHeader        string        `env:"ITLPROXY_SESSION_HEADER" envDefault:"X-Session-Id" help:"Request header that carries a session id (in exemplars and the session tracker, never in labels)."`
-	SessionFromUser      bool          `env:"ITLPROXY_SESSION_FROM_USER" envDefault:"false" help:"Without the session header, use the request body's \"user\" field as the session id."`
-	SessionMax           int           `env:"ITLPROXY_SESSION_MAX" envDefault:"10000" help:"Most sessions the tracker remembers; the least recently seen are forgotten first."`
+	SessionFromUser      bool          `env:"ITLPROXY_SESSION_FROM_USER" envDefault:"false" help:"Without the session header, use the request body's \"user\" field as the session id. It then appears in exemplars on /metrics: mind what clients put there."`
+	SessionMax           int           `env:"ITLPROXY_SESSION_MAX" envDefault:"10000" help:"Most sessions the tracker remembers (about 200 bytes each); the least recently seen are forgotten first."`
 	SessionTTL           time.Duration `env:"ITLPROXY_SESSION_TTL" envDefault:"30m" help:"A session idle this long is forgotten."`
 	SessionDegradeFactor float64       `env:"ITLPROXY_SESSION_DEGRADE_FACTOR" envDefault:"2" help:"A session counts as degraded when a stream's median gap exceeds this many times its baseline."`
 
@@ -80,7 +81,7 @@ type config struct {
 	LogLevel  string `env:"ITLPROXY_LOG_LEVEL" envDefault:"info" help:"debug (one line per request), info, warn or error."`
 	LogFormat string `env:"ITLPROXY_LOG_FORMAT" envDefault:"json" help:"json or console."`
 
-	OTLPEndpoint         string  `env:"OTEL_EXPORTER_OTLP_ENDPOINT" help:"OpenTelemetry collector's base URL (e.g. http://otel-collector:4318): one span per request is exported there with OTLP. Unset (with the next one): no tracing."`
+	OTLPEndpoint         string  `env:"OTEL_EXPORTER_OTLP_ENDPOINT" help:"OpenTelemetry collector's base URL (e.g. http://otel-collector:4318, or :4317 over grpc): one span per request is exported there with OTLP. Unset (with the next one): no tracing."`
 	OTLPTracesEndpoint   string  `env:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" help:"Full URL spans are exported to (e.g. http://tempo:4318/v1/traces), over OTEL_EXPORTER_OTLP_ENDPOINT."`
 	OTLPProtocol         string  `env:"OTEL_EXPORTER_OTLP_PROTOCOL" envDefault:"http/protobuf" help:"OTLP transport: http/protobuf or grpc."`
 	OTLPTracesProtocol   string  `env:"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" help:"OTLP transport of spans, over OTEL_EXPORTER_OTLP_PROTOCOL."`
@@ -253,9 +254,9 @@ func cleanList(in []string) []string {
 // usage prints what `itlproxy -h` shows: the commands and every variable.
 func usage() string {
 	var b strings.Builder
-	b.WriteString(`itlproxy: a reverse proxy for OpenAI-compatible LLM servers that measures what
-users feel (time to first token, every gap between tokens, time per output
-token) and exports it on /metrics.
+	b.WriteString(`itlproxy: a reverse proxy for LLM servers that measures what users feel (time
+to first token, every gap between tokens, time per output token) and
+exports it on /metrics.
 
 Usage:
   itlproxy           proxy to ITLPROXY_UPSTREAM_URL

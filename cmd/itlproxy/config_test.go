@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy"
 )
@@ -266,28 +264,6 @@ func TestByteSize(t *testing.T) {
 		var b byteSize
 		if err := b.UnmarshalText([]byte(in)); err == nil {
 			t.Errorf("%q: accepted as %d", in, b)
-		}
-	}
-}
-
-// TestEveryVariableDocumented: `itlproxy -h` and the README both list
-// every variable the configuration reads.
-func TestEveryVariableDocumented(t *testing.T) {
-	params, err := env.GetFieldParams(&config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	help := usage()
-	for _, p := range params {
-		if !strings.Contains(help, "  "+p.Key) {
-			t.Errorf("itlproxy -h does not list %s", p.Key)
-		}
-		if !strings.Contains(string(readme), "`"+p.Key+"`") {
-			t.Errorf("README does not list %s", p.Key)
 		}
 	}
 }

@@ -36,3 +36,8 @@
 //     clients, and prints a table of the proxy's own /metrics every few
 //     seconds.
 package main
+
+// The generated sections of docs/configuration.md and docs/metrics.md
+// are written by this package's reference tests.
+//
+//go:generate go test -count=1 -run Reference -update
