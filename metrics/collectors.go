@@ -101,9 +101,11 @@ func (m *Metrics) trafficCollectors(r *registrar) {
 		"Streams ended, by outcome: completed (the upstream ended the stream cleanly), "+
 			"client_canceled (the client went away first; the upstream request was canceled), "+
 			"upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), "+
-			"rejected (the upstream refused the request with a 4xx status), idle_timeout (the upstream "+
-			"went silent for the stream idle timeout and the proxy cut the stream), incomplete (the "+
-			"upstream ended the response early, as the Responses API's response.incomplete says).",
+			"rejected (the upstream refused the request with a 4xx status, which itlproxy_requests_total "+
+			"has), idle_timeout (the upstream went silent for the stream idle timeout and the proxy cut "+
+			"the stream), incomplete (the upstream ended the response early, as the Responses API's "+
+			"response.incomplete says). A stream whose end marker arrived ([DONE], response.completed, "+
+			"message_stop) is completed even if the client leaves before the connection ends, as SDKs do.",
 		"model", "endpoint", "outcome", "tenant")
 	m.outputTokens = r.counter("output_tokens_total",
 		"Output tokens, counted when a response ends: the usage the upstream reported "+

@@ -54,7 +54,8 @@ var contract = []family{
 	{"itlproxy_requests_total", typeCounter, []string{"code", "endpoint", "model", "streaming", "tenant"}, []string{
 		"counted when the response ends", "by the status returned to the client",
 		"499: the client went away before any response"}},
-	{"itlproxy_streams_total", typeCounter, []string{"endpoint", "model", "outcome", "tenant"}, append([]string{"Streams ended, by outcome"},
+	{"itlproxy_streams_total", typeCounter, []string{"endpoint", "model", "outcome", "tenant"}, append([]string{"Streams ended, by outcome",
+		"whose end marker arrived", "is " + OutcomeCompleted + " even if the client leaves before the connection ends"},
 		explained(OutcomeCompleted, OutcomeClientCanceled, OutcomeUpstreamError, OutcomeRejected, OutcomeIdleTimeout, OutcomeIncomplete)...)},
 	{"itlproxy_output_tokens_total", typeCounter, endpointModelTenant, []string{
 		"Output tokens, counted when a response ends", "usage.completion_tokens",

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+
+	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/metrics/scrape"
+)
+
+// TestMetricsReference runs itlproxy with everything on (objectives from
+// a file with a service class, tenants, sessions, a stall threshold, an
+// upstream CA file, tracing), drives traffic that gives every family a
+// series, scrapes /metrics as Prometheus does, and holds
+// docs/metrics.md's generated sections to what the scrape says: every
+// itlproxy_ family with its type, labels and Help, and the values of the
+// labels whose values are a fixed set.
+func TestMetricsReference(t *testing.T) {
+	fs := everyFamily(t)
+	var names []string
+	for name := range fs {
+		if strings.HasPrefix(name, "itlproxy_") {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	registered := registeredFamilies(t)
+	for _, name := range registered {
+		if fs[name] == nil {
+			t.Errorf("%s is registered, but the test's traffic gave it no series: drive it in everyFamily, or the reference misses it", name)
+		}
+	}
+	for _, name := range names {
+		if !slices.Contains(registered, name) {
+			t.Errorf("%s is exported, and not registered by the collectors the test knows (registeredFamilies)", name)
+		}
+	}
+
+	var index, details strings.Builder
+	index.WriteString("| family | type | labels |\n|---|---|---|\n")
+	for _, name := range names {
+		f := fs[name]
+		typ := strings.ToLower(f.GetType().String())
+		labels := "—"
+		if l := labelNames(f); len(l) > 0 {
+			labels = "`" + strings.Join(l, "`, `") + "`"
+		}
+		fmt.Fprintf(&index, "| [`%s`](#%s) | %s | %s |\n", name, name, typ, labels)
+		fmt.Fprintf(&details, "### %s\n\n%s; labels: %s.\n\n%s\n\n", name, typ, labels, markdownText(f.GetHelp()))
+	}
+	checkGenerated(t, "docs/metrics.md", "families", index.String()+"\n"+strings.TrimSuffix(details.String(), "\n"))
+
+	var values strings.Builder
+	values.WriteString("| label | of | values |\n|---|---|---|\n")
+	for _, v := range fixedLabelValues(fs) {
+		fmt.Fprintf(&values, "| `%s` | %s | `%s` |\n", v.label, v.of, strings.Join(v.values, "`, `"))
+	}
+	checkGenerated(t, "docs/metrics.md", "label-values", values.String())
+}
+
+// labelNames are the label names of f's series, in their order.
+func labelNames(f *dto.MetricFamily) []string {
+	var out []string
+	for _, m := range f.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if !slices.Contains(out, l.GetName()) {
+				out = append(out, l.GetName())
+			}
+		}
+	}
+	return out
+}
+
+// labelValues is a label whose values are a fixed set, in the families
+// named by of.
+type labelValues struct {
+	label, of string
+	values    []string
+}
+
+// fixedLabelValues are the labels whose values the code fixes: from the
+// constants of package metrics, or from series that exist from the start
+// whatever the traffic (every load band's bound, both reasons a span is
+// dropped). The bands of position and turn, and the certificate files,
+// are listed in their families' Help.
+func fixedLabelValues(fs scrape.Families) []labelValues {
+	// of returns the values of label in family's series, ordered by the
+	// series' values (a band by its bound).
+	of := func(family, label string) []string {
+		series := slices.Clone(fs[family].GetMetric())
+		slices.SortStableFunc(series, func(a, b *dto.Metric) int {
+			return cmp.Compare(a.GetGauge().GetValue()+a.GetCounter().GetValue(), b.GetGauge().GetValue()+b.GetCounter().GetValue())
+		})
+		var out []string
+		for _, m := range series {
+			out = append(out, scrape.Label(m, label))
+		}
+		return out
+	}
+	return []labelValues{
+		{"endpoint", "every family that has it", []string{metrics.EndpointChatCompletions, metrics.EndpointCompletions,
+			metrics.EndpointResponses, metrics.EndpointMessages, metrics.EndpointOllamaChat, metrics.EndpointOllamaGenerate,
+			metrics.EndpointTGIGenerate, metrics.EndpointLlamaCppCompletion, metrics.EndpointSGLangGenerate, metrics.EndpointOther}},
+		{"outcome", "`itlproxy_streams_total`", []string{metrics.OutcomeCompleted, metrics.OutcomeClientCanceled,
+			metrics.OutcomeUpstreamError, metrics.OutcomeRejected, metrics.OutcomeIdleTimeout, metrics.OutcomeIncomplete}},
+		{"reason", "`itlproxy_parse_failures_total`", []string{metrics.ParseInvalidJSON, metrics.ParseEventTooLarge,
+			metrics.ParseTruncated, metrics.ParseBodyTooLarge, metrics.ParseEncoded}},
+		{"reason", "`itlproxy_trace_spans_dropped_total`", of("itlproxy_trace_spans_dropped_total", "reason")},
+		{"slo", "the `itlproxy_slo_*` families", []string{metrics.SLOTTFT, metrics.SLOITL, metrics.SLOTPOT, metrics.SLOMaxGap}},
+		{"verdict", "`itlproxy_streams_judged_total`", []string{metrics.VerdictMet, metrics.VerdictMissed}},
+		{"streaming", "`itlproxy_requests_total`, `itlproxy_request_duration_seconds`", []string{"true", "false"}},
+		{"load", "the `*_by_load_*` families, `itlproxy_load_band_upper_streams`", of("itlproxy_load_band_upper_streams", "load")},
+	}
+}
+
+// registeredFamilies are the itlproxy_ families the binary's collectors
+// register, read from their descriptors (which exist before any series
+// does), built as run builds them with tracing on: what the scrape must
+// show.
+func registeredFamilies(t *testing.T) []string {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.New(reg, metrics.Options{MaxModels: 1, MaxTenants: 1, SessionMax: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metrics.NewReloads(reg); err != nil {
+		t.Fatal(err)
+	}
+	sink := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer sink.Close()
+	tr, err := startTracing(config{OTLPEndpoint: sink.URL, OTLPProtocol: "http/protobuf", OTELServiceName: "itlproxy",
+		OTELTracesSampler: "always_on", OTELBSPMaxQueueSize: 16}, reg, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.shutdown(time.Second, zap.NewNop())
+	descs := make(chan *prometheus.Desc, 256)
+	reg.Describe(descs)
+	close(descs)
+	fqName := regexp.MustCompile(`^Desc\{fqName: "([^"]+)"`)
+	var out []string
+	for d := range descs {
+		m := fqName.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("cannot read the name of %s", d)
+		}
+		if strings.HasPrefix(m[1], "itlproxy_") {
+			out = append(out, m[1])
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no itlproxy_ family registered")
+	}
+	return out
+}
+
+// everyFamily runs itlproxy with every feature that has metrics on and
+// drives what each family counts, then returns the scrape.
+func everyFamily(t *testing.T) scrape.Families {
+	t.Helper()
+	dir := t.TempDir()
+	slo := filepath.Join(dir, "slo.yaml")
+	if err := os.WriteFile(slo, []byte("default: {ttft: 1s, itl: 30ms, tpot: 30ms, max_gap: 200ms}\n"+
+		"classes:\n  interactive: {ttft: 500ms}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, readFile(t, newPKI(t).caFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer collector.Close()
+
+	smooth := make([]time.Duration, 24)
+	slow := make([]time.Duration, 24)
+	for i := range smooth {
+		smooth[i], slow[i] = 5*ms, 60*ms
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Header.Get("X-Request-Id") {
+		case "slow":
+			scheduledUpstream{fixedSchedule(20*ms, slow...)}.ServeHTTP(w, r)
+		case "unreadable":
+			send := eventWriter(w)
+			_ = send(`{"choices":[{"index":0,"delta":{"content":"w"}}]}`) && send(`{not json`) && send("[DONE]")
+		default:
+			scheduledUpstream{fixedSchedule(20*ms, smooth...)}.ServeHTTP(w, r)
+		}
+	}))
+	defer up.Close()
+	in := start(t, nil, map[string]string{
+		"ITLPROXY_UPSTREAM_URL":       up.URL,
+		"ITLPROXY_SLO_FILE":           slo,
+		"ITLPROXY_STALL_THRESHOLD":    "40ms",
+		"ITLPROXY_TENANT_HEADER":      "X-Team",
+		"ITLPROXY_UPSTREAM_CA_FILE":   ca,
+		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL,
+	})
+
+	// A session whose second stream is much slower than its first:
+	// turns, the session's baseline, its degradation, stalls, breaches.
+	stream(t, in.proxy, "m1", "smooth", "X-Session-Id", "s1", "X-Team", "team-a", "X-SLO-Class", "interactive")
+	stream(t, in.proxy, "m1", "slow", "X-Session-Id", "s1", "X-Team", "team-a")
+	stream(t, in.proxy, "m1", "unreadable")
+	// llama.cpp server's native API reports each event's tokens and the
+	// engine's own timing.
+	resp, err := http.Post("http://"+in.proxy+"/completion", "application/json", strings.NewReader(`{"prompt":"p","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	// A certificate file that changes into one that cannot be used.
+	if err := os.WriteFile(ca, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := postReload(t, in.admin); code != http.StatusInternalServerError {
+		t.Errorf("POST /-/reload with an unusable CA file: %d %q, want 500", code, body)
+	}
+	return in.scrape()
+}
