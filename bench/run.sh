@@ -6,6 +6,7 @@
 #                           cost ratios, transit and the verdicts, for every change
 #                           to the data path
 #   bench/run.sh --smoke    reduced sizes, a few minutes: proves every part works
+#                           (printed, not written into BENCHMARKS.md)
 #   bench/run.sh --full     the published sizes: 100/400/1,000/5,000 streams, 10,000
 #
 # One fast simulated upstream (itlbench upstream, fixed TTFT and ITL, each
@@ -15,9 +16,9 @@
 # itlbench warm-up, then a measured itlbench run that also reads the
 # proxy's CPU time and RSS from /proc (-watch-pid). Then the 10,000-stream
 # run through itlproxy, a CPU profile of itlproxy, and the Go
-# microbenchmarks. Raw results go to bench/results/<mode>/; bench/tabulate
-# turns them into the Markdown tables it prints and writes into
-# BENCHMARKS.md between the mode's markers.
+# microbenchmarks. Raw results go to bench/results/<mode>/ (not committed);
+# bench/tabulate turns them into the Markdown tables it prints and, for
+# --full, writes into BENCHMARKS.md between the mode's markers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -28,12 +29,13 @@ usage: bench/run.sh [--quick | --smoke | --full | --parts] [options]
 
   --quick              100 and 400 streams for 10s each direct and through itlproxy,
                        the plain Go proxy and nginx, nothing else: the CPU and memory
-                       ratios, transit and the verdicts, in about 2 minutes (results in
-                       bench/results/quick, not committed)
+                       ratios, transit and the verdicts, in about 2 minutes
   --smoke              50/200/500 streams for 5s each, a 500-stream "big" run,
-                       microbenchmarks at 2000x (the default mode)
+                       microbenchmarks at 2000x (the default mode): proves that every
+                       part works; its tables are printed, not written
   --full               100/400/1,000/5,000 streams for 30s each, the 10,000-stream run,
-                       microbenchmarks at 1s x 5
+                       microbenchmarks at 1s x 5: the published run, written into
+                       BENCHMARKS.md
   --streams "A B C"    override the numbers of concurrent streams
   --duration D         override each measured run's length (e.g. 10s)
   --targets "T ..."    among: direct itlproxy plain nginx haproxy caddy (default: all)
@@ -45,10 +47,10 @@ usage: bench/run.sh [--quick | --smoke | --full | --parts] [options]
   --parts              where itlproxy's cost goes, alone (in --full it runs anyway, 3 rounds): at
                        100 and 400 streams, itlproxy with its parts switched off one after
                        another (a benchmark build), then with tracing on, next to the plain Go
-                       proxy, 2 rounds (results in bench/results/parts, not committed; 9 minutes)
+                       proxy, 2 rounds (9 minutes)
   --no-parts           skip that in --full
   --no-install         never apt-get install (missing servers are skipped)
-  --no-write           do not rewrite BENCHMARKS.md (tables are still printed)
+  --no-write           with --full, do not rewrite BENCHMARKS.md (tables are still printed)
   -h, --help           this text
 EOF
 }
@@ -100,6 +102,11 @@ if [ "$mode" = quick ]; then
 	# none of the other runs.
 	[ -n "${custom_targets:-}" ] || targets="direct itlproxy plain nginx"
 	do_big=0 do_paced=0 do_profile=0 do_micro=0 do_write=0
+fi
+if [ "$mode" = smoke ]; then
+	# A check that every part works on this machine, not a result: its
+	# tables are printed, and BENCHMARKS.md keeps the full run's.
+	do_write=0
 fi
 if [ "$mode" = parts ]; then
 	# The attribution alone, at the sizes and length given if any: none

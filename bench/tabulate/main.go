@@ -53,7 +53,7 @@ func run(args []string, stdout io.Writer) error {
 		if r, err := filepath.Rel(absDoc, absDir); err1 == nil && err2 == nil && err == nil {
 			rel = r
 		}
-		section := fmt.Sprintf("<!-- The tables below are written by bench/run.sh --%s (bench/tabulate) from %s/: do not edit them by hand. -->\n\n%s",
+		section := fmt.Sprintf("<!-- The tables below are written by bench/run.sh --%s (bench/tabulate) from its raw results in %s/ (not committed): do not edit them by hand. -->\n\n%s",
 			res.env["mode"], filepath.ToSlash(rel), md)
 		out, err := replaceSection(doc, res.env["mode"], section)
 		if err != nil {
