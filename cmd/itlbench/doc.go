@@ -5,7 +5,7 @@
 // proxy/events), so that the two ends of a comparison count the same
 // events. `itlbench -h` documents it.
 //
-// Three commands:
+// Four commands:
 //
 //   - A load run (run.go, flags.go): workers (request.go), one goroutine
 //     each, send requests at a fixed concurrency or rate, read each stream

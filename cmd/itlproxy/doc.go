@@ -33,8 +33,8 @@
 //     closes last, so /metrics is scraped to the end.
 //   - `itlproxy demo` (demo.go, demotable.go) runs the same server in front
 //     of a simulated upstream (package cmd/internal/llmsim) with simulated
-//     clients, and prints a table of the proxy's own /metrics every few
-//     seconds.
+//     clients and objectives of its own, and prints a table of the proxy's
+//     own /metrics every few seconds.
 package main
 
 // The generated sections of docs/configuration.md and docs/metrics.md

@@ -277,7 +277,7 @@ func checkSLOFile(t *testing.T, r *rendered, pod corev1.PodSpec, c corev1.Contai
 	}
 }
 
-// objectives and sloFile are the shape of the SLO file (README,
+// objectives and sloFile are the shape of the SLO file (docs/slos.md,
 // "Objectives"), decoded with unknown keys refused as itlproxy does.
 type objectives struct {
 	TTFT   string `yaml:"ttft"`
@@ -415,7 +415,7 @@ func checkPodMonitor(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.C
 }
 
 // TestOverlayOverrides checks that an overlay on the vLLM example changes
-// what the README says it can: the namespace, the image, itlproxy's
+// what docs/deployment.md says it can: the namespace, the image, itlproxy's
 // environment (merged) and the SLO file (replaced).
 func TestOverlayOverrides(t *testing.T) {
 	r := render(t, path.Join(kubernetesDir, "examples", "overlay"))
