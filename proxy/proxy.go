@@ -129,11 +129,19 @@ func (p *Proxy) CloseIdleConnections() {
 	}
 }
 
-// ServeHTTP serves one proxied request.
+// ServeHTTP serves one proxied request. Its server must set
+// DisableGeneralOptionsHandler, so that OPTIONS * comes here too
+// (smuggling.go).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Every request takes its own framing verdict (framing.go).
-	if err := checkFraming(r); err != nil {
-		p.refuseBody(w, r, p.labels(r, "", events.Other), time.Now(), err)
+	if closesAfter(r) {
+		w.Header().Set("Connection", "close")
+		if isUpgrade(r) {
+			p.refuseBody(w, r, p.labels(r, "", events.Other), time.Now(), errUpgradeWithBody)
+			return
+		}
+	}
+	if r.Method == http.MethodOptions && r.RequestURI == "*" {
+		answerOptions(w)
 		return
 	}
 	if !partRouting.on() {
@@ -148,6 +156,6 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if ex := exchangeFrom(ctx); ex != nil { // nil only in a benchmark build without exchanges (parts.go)
 		ex.respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout)
 	}
-	closeIfUnfinished(ctx, resp.StatusCode, resp.Header)
+	closeAfterResponse(resp.Request, resp.StatusCode, resp.Header)
 	return nil
 }

@@ -161,17 +161,17 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 }
 
 // refuseBody answers a request whose body cannot be forwarded: too large,
-// unreadable, or framed ambiguously (or in a way the guard could not
-// follow: framing.go).
+// unreadable, or chunked on a request that asks to switch protocols
+// (smuggling.go).
 func (p *Proxy) refuseBody(w http.ResponseWriter, r *http.Request, labels metrics.Labels, t0 time.Time, err error) {
 	ex := p.begin(r, labels, t0, events.Other, "", "", false)
 	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
 	w.Header().Set(RequestIDHeader, ex.ids.Request)
 	switch {
-	case errors.Is(err, errAmbiguousFraming), errors.Is(err, errUnfollowedFraming):
+	case errors.Is(err, errUpgradeWithBody):
 		ex.code = http.StatusBadRequest
 		w.Header().Set("Connection", "close")
-		writeError(w, ex.code, "invalid_request_error", "ambiguous_framing", "itlproxy: "+err.Error())
+		writeError(w, ex.code, "invalid_request_error", "upgrade_with_body", "itlproxy: "+err.Error())
 	case errors.Is(err, errBodyTooLarge):
 		ex.code = http.StatusRequestEntityTooLarge
 		// The rest of the body is not read: close the connection rather

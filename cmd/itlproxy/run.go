@@ -200,6 +200,9 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		IdleTimeout:       s.cfg.ClientIdleTimeout,
 		MaxHeaderBytes:    int(s.cfg.MaxHeaderBytes),
 		ErrorLog:          httpLog,
+		// The proxy answers OPTIONS * itself, closing the connection when
+		// its framing asks for it, as after every other request.
+		DisableGeneralOptionsHandler: true,
 	}
 	adminSrv := &http.Server{
 		Handler:           s.adminRoutes(),
@@ -210,7 +213,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		s.history = &history{g: s.reg}
 		go s.history.run(ctx)
 	}
-	serve := s.listenProtocols(proxySrv, &proxyLn)
+	serve := s.listenProtocols(proxySrv)
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- serve(proxyLn) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
@@ -286,15 +289,12 @@ func (s *server) shutdown(proxySrv, adminSrv *http.Server, p *proxy.Proxy, faile
 
 // listenProtocols sets up the proxy listener's protocols and returns how
 // to serve it. With TLS: HTTPS with HTTP/2 and HTTP/1.1 by ALPN. Without:
-// HTTP/1.1 behind the framing guard (which only cleartext lets it read),
-// and cleartext HTTP/2 too when ITLPROXY_H2C is set.
-func (s *server) listenProtocols(srv *http.Server, ln *net.Listener) func(net.Listener) error {
+// HTTP/1.1, and cleartext HTTP/2 too when ITLPROXY_H2C is set.
+func (s *server) listenProtocols(srv *http.Server) func(net.Listener) error {
 	if s.cfg.listenerTLS != nil {
 		srv.TLSConfig = s.cfg.listenerTLS
 		return func(l net.Listener) error { return srv.ServeTLS(l, "", "") }
 	}
-	*ln = proxy.GuardListener(*ln)
-	srv.ConnContext = proxy.ConnContext
 	if s.cfg.H2C {
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)
