@@ -67,6 +67,7 @@ func FuzzSmuggling(f *testing.F) {
 		}
 	})
 }
+
 // exchangeAll sends reqs on a new connection, one at a time or all at
 // once, checks each answer, and returns what the upstream should see.
 func exchangeAll(t *testing.T, addr string, reqs []framingPath, pipelined bool) (upstream []string) {
