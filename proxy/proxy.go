@@ -144,10 +144,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answerOptions(w)
 		return
 	}
-	if !partRouting.on() {
-		p.passthrough(w, r)
-		return
-	}
 	p.router.ServeHTTP(w, r)
 }
 

@@ -63,10 +63,6 @@ func (p *Proxy) measured(api routeAPI) http.HandlerFunc {
 		held := &heldBody{b: body}
 		r.Body = held.reader()
 		r.GetBody = func() (io.ReadCloser, error) { return held.reader(), nil }
-		if !partExchange.on() {
-			p.bare(w, r)
-			return
-		}
 		ex := p.begin(r, p.labels(r, info.Model, endpoint), t0, endpoint, info.Model, info.User, info.Stream)
 		ex.usageInjected = injected
 		ex.requestBody = held
@@ -81,10 +77,6 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 	labels := p.labels(r, "", events.Other)
 	if r.ContentLength > p.cfg.MaxRequestBytes {
 		p.refuseBody(w, r, labels, t0, errBodyTooLarge)
-		return
-	}
-	if !partExchange.on() {
-		p.bare(w, r)
 		return
 	}
 	p.forward(w, r, p.begin(r, labels, t0, events.Other, "", "", false))
@@ -113,9 +105,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 	// finish runs even when ReverseProxy aborts the response with
 	// http.ErrAbortHandler: a stream cut mid-way is recorded too.
 	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
-	if partRecorder.on() {
-		ex.recorder = p.cfg.Recorder
-	}
+	ex.recorder = p.cfg.Recorder
 	ctx := r.Context()
 	// A measured route's body was read whole and is held; any other is
 	// still on its way from the client (duplex.go).

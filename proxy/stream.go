@@ -107,7 +107,7 @@ func (m *meter) upstreamAnswered() {
 }
 
 func (m *meter) read(p []byte) {
-	if m.scan == nil || !partSplit.on() {
+	if m.scan == nil {
 		return
 	}
 	m.now = time.Now()
@@ -134,7 +134,7 @@ func (m *meter) handleEvent(e events.Event) {
 		return
 	}
 	tok, ok := m.tally.Add(e, m.now)
-	if !ok || m.stream == nil || !partObservations.on() {
+	if !ok || m.stream == nil {
 		return
 	}
 	if tok.First {

@@ -158,9 +158,6 @@ func (s *server) warnAtStart() {
 		s.log.Warn("ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY is set: the upstream's TLS certificate is NOT verified; " +
 			"anyone on the path to it can read and alter every request and response")
 	}
-	if off := proxy.PartsOff(); off != "" {
-		s.log.Warn("benchmark build: parts of the measurement are switched off, its metrics are incomplete", zap.String("parts_off", off))
-	}
 }
 
 // run serves until ctx is canceled, then shuts down gracefully. started,
