@@ -44,10 +44,10 @@ usage: bench/run.sh [--quick | --smoke | --full | --parts] [options]
   --no-paced           skip the paced run (1,000 streams at a token rate the machine keeps up with)
   --no-profile         skip the CPU profile of itlproxy
   --no-micro           skip the Go microbenchmarks
-  --parts              where itlproxy's cost goes, alone (in --full it runs anyway, 3 rounds): at
-                       100 and 400 streams, itlproxy with its parts switched off one after
-                       another (a benchmark build), then with tracing on, next to the plain Go
-                       proxy, 2 rounds (9 minutes)
+  --parts              where itlproxy's cost goes, alone (in --full it runs anyway): at 100 and
+                       400 streams, itlproxy under load with a CPU profile taken, each part's
+                       share of the profile (go tool pprof -focus), then with tracing on, next
+                       to the plain Go proxy (3 minutes)
   --no-parts           skip that in --full
   --no-install         never apt-get install (missing servers are skipped)
   --no-write           with --full, do not rewrite BENCHMARKS.md (tables are still printed)
@@ -142,7 +142,6 @@ fi
 # configuration once, the second in the reverse order, so that a drift of
 # the machine falls on all of them alike).
 parts_streams=${parts_streams_given:-100 400} parts_duration=${parts_duration_given:-10s}
-parts_rounds=$([ "$mode" = full ] && echo 3 || echo 2)
 out=$root/bench/results/$mode
 if [ "$custom" = 1 ]; then
 	# Other sizes are not the mode's published run: their results go
@@ -239,12 +238,6 @@ mkdir -p "$work/bin"
 go build -o "$work/bin/itlproxy" ./cmd/itlproxy
 go build -o "$work/bin/itlbench" ./cmd/itlbench
 itlbench=$work/bin/itlbench itlproxy=$work/bin/itlproxy
-if [ "$do_parts" = 1 ]; then
-	# The benchmark build whose parts ITLPROXY_PARTS_OFF switches off
-	# (proxy/parts.go); never shipped.
-	go build -tags itlproxy_parts -o "$work/bin/itlproxy-parts" ./cmd/itlproxy
-fi
-
 rm -rf "$out"
 mkdir -p "$out"
 
@@ -498,53 +491,51 @@ if [ "$do_profile" = 1 ] && [[ " $targets " == *" itlproxy "* ]]; then
 fi
 # --- where the cost goes -------------------------------------------------
 if [ "$do_parts" = 1 ]; then
-	# Cumulative: each configuration switches off one more part than the
-	# one before (proxy/parts.go), down to the plain Go proxy; then
-	# every part on with tracing on, every request a span, exported to a
-	# sink that drops them.
-	part_list=(all recorder sessions observations split exchange routing plain traced)
+	# At each size: itlproxy under load with a CPU profile of the middle of
+	# the run; the plain Go proxy for the baseline; then itlproxy with
+	# tracing on, every request a span, exported to a sink that drops
+	# them. Each part's share of itlproxy's profile is what pprof counts
+	# with -focus on its functions and -ignore on the parts it calls
+	# (bench/parts.txt).
 	free_port
 	sink_url=http://127.0.0.1:$REPLY
 	start otlpsink "$itlbench" otlpsink -addr "${sink_url#http://}"
 	sink_pid=$REPLY
 	wait_http "$sink_url/v1/traces" -X POST
-	for round in $(seq "$parts_rounds"); do
-		configs=("${part_list[@]}")
-		if [ $((round % 2)) = 0 ]; then
-			configs=()
-			for ((i = ${#part_list[@]} - 1; i >= 0; i--)); do configs+=("${part_list[$i]}"); done
-		fi
-		for c in $parts_streams; do
-			for cfg in "${configs[@]}"; do
-				log "where the cost goes, round $round: $c streams, $cfg: warm-up, then $parts_duration"
-				# The parts off: every one from the list's start up to cfg.
-				off=""
-				case $cfg in
-				all | traced | plain) ;;
-				*)
-					for p in "${part_list[@]:1}"; do
-						off=$off${off:+,}$p
-						[ "$p" = "$cfg" ] && break
-					done
-					;;
-				esac
-				case $cfg in
-				plain) start_target plain "$up_url" ;;
-				traced)
-					itlproxy_bin=$work/bin/itlproxy-parts start_target itlproxy "$up_url" \
-						OTEL_EXPORTER_OTLP_ENDPOINT="$sink_url" OTEL_TRACES_SAMPLER=always_on
-					;;
-				*) itlproxy_bin=$work/bin/itlproxy-parts start_target itlproxy "$up_url" ITLPROXY_PARTS_OFF="$off" ;;
-				esac
-				json=$out/parts-$(printf %05d "$c")-$cfg-$round.json
-				bench_run "$json" -url "$target_url/v1" -max-tokens "$up_tokens" -c "$c" -warmup "$c" -ramp "$ramp" \
-					-duration "$parts_duration" -timeout 2m -turns "$turns"
-				[ -z "$target_pid" ] || stop "$target_pid"
-			done
+	parts_seconds=${parts_duration%s}
+	for c in $parts_streams; do
+		for cfg in itlproxy plain traced; do
+			log "where the cost goes: $c streams, $cfg: warm-up, then $parts_duration"
+			case $cfg in
+			plain) start_target plain "$up_url" ;;
+			itlproxy) start_target itlproxy "$up_url" ITLPROXY_PPROF=true ;;
+			traced) start_target itlproxy "$up_url" OTEL_EXPORTER_OTLP_ENDPOINT="$sink_url" OTEL_TRACES_SAMPLER=always_on ;;
+			esac
+			json=$out/parts-$(printf %05d "$c")-$cfg.json
+			bench_run "$json" -url "$target_url/v1" -max-tokens "$up_tokens" -c "$c" -warmup "$c" -ramp "$ramp" \
+				-duration "$parts_duration" -timeout 2m -turns "$turns" &
+			load_pid=$!
+			if [ "$cfg" = itlproxy ]; then
+				# The warm-up and ramp first, then the middle of the run.
+				sleep $(((stream_ms + 999) / 1000 + 2))
+				prof=$out/parts-$(printf %05d "$c").pprof
+				curl -fsS -o "$prof" "$admin_url/debug/pprof/profile?seconds=$((parts_seconds - 3))" ||
+					log "the profile failed"
+			fi
+			wait "$load_pid" || true
+			[ -z "$target_pid" ] || stop "$target_pid"
+			if [ "$cfg" = itlproxy ] && [ -s "$prof" ]; then
+				# part <TAB> focused samples <TAB> all samples, from pprof's header.
+				while IFS=$'\t' read -r part focus ignore; do
+					[ -n "$part" ] && [ "${part#\#}" = "$part" ] || continue
+					go tool pprof -top -nodecount=1000000 -nodefraction=0 -focus="$focus" ${ignore:+-ignore="$ignore"} "$itlproxy" "$prof" 2>/dev/null |
+						sed -n "s/^Showing nodes accounting for \([0-9.]*m*s\), [0-9.]*% of \([0-9.]*m*s\) total.*/$part\t\1\t\2/p"
+				done <bench/parts.txt >"${prof%.pprof}-shares.tsv"
+			fi
 		done
 	done
 	stop "$sink_pid"
-	echo "parts=streams $parts_streams, $parts_duration each, $parts_rounds rounds" >>"$out/env.txt"
+	echo "parts=streams $parts_streams, $parts_duration each" >>"$out/env.txt"
 fi
 stop "$up_pid"
 

@@ -40,15 +40,17 @@ func (o Objectives) byKind() [sloKindCount]time.Duration {
 }
 
 // judge counts one observation of kind i, and its breach when d exceeds
-// the objective.
-func (c *sloCounters) judge(i int, d time.Duration) {
+// the objective; it reports the breach.
+func (c *sloCounters) judge(i int, d time.Duration) (breached bool) {
 	if c.observed[i] == nil {
-		return
+		return false
 	}
 	c.observed[i].Inc()
 	if d > c.limits[i] {
 		c.breaches[i].Inc()
+		return true
 	}
+	return false
 }
 
 // judging caches the resolved counters by model, class and tenant: a

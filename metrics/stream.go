@@ -77,8 +77,11 @@ type Stream struct {
 	tokensPerEvent prometheus.Observer
 	itlPerToken    prometheus.Observer
 
+	// The stream's gaps: how many, the longest and its index (from 1),
+	// what the histograms, the span and the stream recorder all read.
 	gaps     int
 	maxGap   time.Duration
+	maxGapAt int
 	band     int                 // position band of the last gap
 	position prometheus.Observer // ITL observer of that band
 	sketch   gapSketch
@@ -117,6 +120,10 @@ func (m *Metrics) StartStream(l Labels, ids IDs) *Stream {
 // first token.
 func (s *Stream) SetRequestID(id string) { s.ids.Request = id }
 
+// Objectives are the objectives the stream is judged by: those of its
+// model and class in force when it started.
+func (s *Stream) Objectives() Objectives { return s.obj }
+
 // observe records v on o, with the stream's exemplar when withExemplar.
 func (s *Stream) observe(o prometheus.Observer, v float64, withExemplar bool) {
 	if withExemplar {
@@ -142,9 +149,27 @@ func (s *Stream) FirstToken(d time.Duration) {
 	}
 }
 
-// Gap records one gap between consecutive token-bearing events; tokens is
-// the number of tokens the event that ends it carries, when the upstream
-// reports it per event, else 0.
+// Gap records one gap between consecutive token-bearing events, in the
+// load band of the model's streams in flight now; see GapInFlight.
+func (s *Stream) Gap(d time.Duration, tokens int64) Notable {
+	return s.GapInFlight(d, tokens, s.InFlight())
+}
+
+// InFlight is the number of streams of the stream's model in flight
+// through this proxy now, the stream itself included: what a gap's load
+// band is taken from, read when the gap ends.
+func (s *Stream) InFlight() int64 { return s.load.streams.Load() }
+
+// Notable says whether a gap is one an operator looks for: a stall (over
+// the stall threshold), or over the ITL objective of the stream's model
+// and class.
+type Notable struct{ Stall, OverObjective bool }
+
+// GapInFlight records one gap between consecutive token-bearing events;
+// tokens is the number of tokens the event that ends it carries, when the
+// upstream reports it per event, else 0; inFlight is the model's streams
+// in flight when the gap ended (InFlight, read then), whose band the gap
+// is counted in. It says whether the gap is notable.
 //
 // The first gap carries the exemplar, and so does every gap over
 // exemplarStep times the longest before it: a spike is always a stream's
@@ -153,32 +178,43 @@ func (s *Stream) FirstToken(d time.Duration) {
 // same native bucket as the one that already carries the request, and an
 // exemplar costs a few microseconds under the histogram's lock: a smooth
 // stream sets one or two, not one per new maximum.
-func (s *Stream) Gap(d time.Duration, tokens int64) {
+func (s *Stream) GapInFlight(d time.Duration, tokens, inFlight int64) Notable {
 	s.gaps++
 	s.observe(s.itl, d.Seconds(), s.gaps == 1 || float64(d) > exemplarStep*float64(s.maxGap))
 	if tokens > 0 {
 		s.itlPerToken.Observe(d.Seconds() / float64(tokens))
 	}
-	s.maxGap = max(s.maxGap, d)
+	if d > s.maxGap {
+		s.maxGap, s.maxGapAt = d, s.gaps
+	}
 	// The gap ends the token at position gaps+1.
 	if pos := s.gaps + 1; pos > positionBands[s.band].upTo {
 		s.band = bandOf(positionBands, pos)
 		s.position = s.m.itlByPosition.WithLabelValues(s.labels.Model, s.labels.Endpoint, positionBands[s.band].label)
 	}
 	s.position.Observe(d.Seconds())
-	s.byLoad.itl[loadBand(s.load.streams.Load())].Observe(d.Seconds())
+	s.byLoad.itl[loadBand(inFlight)].Observe(d.Seconds())
 	s.sketch.add(d)
-	s.slo.judge(kindITL, d)
+	n := Notable{OverObjective: s.slo.judge(kindITL, d)}
 	if s.stalls != nil && d > s.m.stallThreshold {
 		s.stalls.Inc()
+		n.Stall = true
 	}
+	return n
 }
 
-// Notable reports whether a gap is one an operator looks for: a stall
-// (over the stall threshold) or over the ITL objective of the stream's
-// model and class. It records nothing.
-func (s *Stream) Notable(d time.Duration) (stall, overObjective bool) {
-	return s.m.stallThreshold > 0 && d > s.m.stallThreshold, s.obj.ITL > 0 && d > s.obj.ITL
+// GapSummary is a stream's gaps so far: how many, the longest, and the
+// longest's index from 1 (the gap that ends the token at position
+// LongestAt+1).
+type GapSummary struct {
+	Count     int
+	Longest   time.Duration
+	LongestAt int
+}
+
+// Gaps sums up the stream's gaps so far.
+func (s *Stream) Gaps() GapSummary {
+	return GapSummary{Count: s.gaps, Longest: s.maxGap, LongestAt: s.maxGapAt}
 }
 
 // EventTokens records how many tokens one token-bearing event carried,

@@ -56,14 +56,4 @@
 // to the client read by read. The one change to a response is usage
 // injection's, when enabled: what asking for usage added is taken out
 // again. Prompts and completions are never logged or recorded.
-//
-// # The benchmark build
-//
-// parts.go names the pieces of work the proxy does on top of forwarding
-// (the recorder, sessions, metric observations, splitting, the exchange,
-// routing). A build with the tag itlproxy_parts switches those that
-// ITLPROXY_PARTS_OFF names off, so that bench/run.sh can measure what each
-// costs; in every other build the switches are the constant "on" and the
-// compiler drops them. That build's measurements are incomplete by design
-// and it is never shipped.
 package proxy

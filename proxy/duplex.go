@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -97,10 +96,14 @@ func (b *clientBody) Close() error { return b.rc.Close() }
 // unfinished reports whether the client is still sending the body.
 func (b *clientBody) unfinished() bool { return b != nil && !b.ended.Load() }
 
-// closeIfUnfinished makes a final response close the client's connection
-// when its request body, in ctx, is still on its way.
-func closeIfUnfinished(ctx context.Context, status int, h http.Header) {
-	if b, _ := ctx.Value(clientBodyKey{}).(*clientBody); status >= 200 && b.unfinished() {
+// closeAfterResponse makes a final response to r close the client's
+// connection when r's body is still on its way, or when r's framing asks
+// for it (smuggling.go).
+func closeAfterResponse(r *http.Request, status int, h http.Header) {
+	if status < 200 {
+		return
+	}
+	if b, _ := r.Context().Value(clientBodyKey{}).(*clientBody); b.unfinished() || closesAfter(r) {
 		h.Set("Connection", "close")
 	}
 }
@@ -128,6 +131,6 @@ func (b *clientBody) abandon(w http.ResponseWriter) {
 // upstreamError is handleUpstreamError for a request whose body may still
 // be on its way.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	closeIfUnfinished(r.Context(), http.StatusBadGateway, w.Header())
+	closeAfterResponse(r, http.StatusBadGateway, w.Header())
 	p.handleUpstreamError(w, r, err)
 }

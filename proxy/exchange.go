@@ -14,25 +14,43 @@ import (
 	"github.com/itlproxy/itlproxy/proxy/recorder"
 )
 
+// request is what the proxy knows of a request when its exchange starts:
+// the one value an exchange is built from.
+type request struct {
+	// t0 is when its headers had been received.
+	t0     time.Time
+	labels metrics.Labels
+	// endpoint is the API whose reader measures the response; Other for a
+	// request that is forwarded and not measured.
+	endpoint events.Endpoint
+	// route is the route pattern that matched, "" for a request no route
+	// measures.
+	route string
+	// model and user are what the body named, "" for none.
+	model, user string
+	// wantStream: the request asked for a stream.
+	wantStream bool
+	// usageInjected: the proxy asked for usage on the client's behalf, and
+	// takes it out of the stream (events.UsageStripper).
+	usageInjected bool
+	// body is the request body, read whole to find the model and released
+	// when the response arrives; nil for a body forwarded as it comes.
+	body *heldBody
+}
+
 // exchange follows one proxied request from its headers (t0) to the end of
 // its response and records it: its meter measures the response and, at
 // the end, says how it ended; the exchange records that. All its methods
 // run on the request's handler goroutine: httputil.ReverseProxy calls
-// ModifyResponse, ErrorHandler and the response body's Read there, so it
-// needs no locks.
+// ModifyResponse, ErrorHandler and the response body's Read there.
 type exchange struct {
-	rec    *metrics.Metrics
-	labels metrics.Labels
-	// endpoint is the API the request is for: Other until the route says.
-	endpoint events.Endpoint
-	t0       time.Time
-	ids      metrics.IDs
+	metrics *metrics.Metrics
+	req     request
+	ids     metrics.IDs
 	// clientID: the request id came from the client, so the upstream's is
 	// not adopted.
 	clientID bool
 
-	// streaming: the request asked for a stream or the response is one.
-	streaming bool
 	// code is the status sent to the client, 0 until known.
 	code int
 	// failure is why the upstream gave no response, if it did not.
@@ -42,12 +60,6 @@ type exchange struct {
 	// cancelUpstream cancels the outbound request; set when streams have
 	// an idle timeout.
 	cancelUpstream context.CancelFunc
-	// usageInjected: the proxy asked for usage on the client's behalf, and
-	// takes it out of the stream (events.UsageStripper).
-	usageInjected bool
-	// requestBody is the request body read to find the model, released
-	// when the response arrives.
-	requestBody *heldBody
 	// recorder records the stream when it ends (record.go); nil for none.
 	recorder *recorder.Recorder
 	// span is the request's span, nil unless tracing is on (trace.go).
@@ -59,30 +71,64 @@ type exchangeKey struct{}
 // exchangeFrom returns the exchange forward put in ctx. The reverse proxy
 // is reachable only through forward, so there always is one.
 func exchangeFrom(ctx context.Context) *exchange {
-	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
-	return ex
+	return ctx.Value(exchangeKey{}).(*exchange)
 }
 
-func newExchange(rec *metrics.Metrics, labels metrics.Labels, t0 time.Time, ids metrics.IDs, clientID, wantStream bool) *exchange {
-	ex := &exchange{rec: rec, labels: labels, endpoint: events.Other, t0: t0, ids: ids, clientID: clientID, m: newMeter(rec, labels, t0)}
-	if wantStream {
-		ex.startStream()
+// newExchange starts the exchange of r: its ids and, when tracing is on,
+// its span, and its stream when it asked for one. A sampled span's trace
+// id replaces the client's in the ids, so that the exemplars lead to the
+// span.
+func (p *Proxy) newExchange(r *http.Request, req request) *exchange {
+	ex := &exchange{metrics: p.metrics, req: req, recorder: p.cfg.Recorder, m: newMeter(p.metrics, req.labels, req.t0)}
+	ex.ids, ex.clientID = p.requestIDs(r, req.user)
+	if p.cfg.Tracer != nil {
+		ex.span = p.startSpan(r, req)
+		if sc := ex.span.SpanContext(); sc.IsSampled() {
+			ex.ids.Trace = sc.TraceID().String()
+		}
+		ex.m.notable = &notableGaps{}
+	}
+	if req.wantStream {
+		ex.m.startStream(ex.ids)
 	}
 	return ex
 }
 
-func (ex *exchange) startStream() {
-	ex.streaming = true
-	ex.m.stream = ex.rec.StartStream(ex.labels, ex.ids)
+// forward sends r through the reverse proxy as ex, and records ex when it
+// is over.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
+	// finish runs even when ReverseProxy aborts the response with
+	// http.ErrAbortHandler: a stream cut mid-way is recorded too.
+	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
+	ctx := r.Context()
+	// A measured route's body was read whole and is held; any other is
+	// still on its way from the client (duplex.go).
+	body := p.fullDuplex(w, r, ex.req.body != nil)
+	if body != nil {
+		ctx = context.WithValue(ctx, clientBodyKey{}, body)
+		defer body.abandon(w)
+	}
+	if p.cfg.StreamIdleTimeout > 0 {
+		// The outbound request's context, which the idle timer cancels.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		ex.cancelUpstream = cancel
+	}
+	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
+	if body != nil {
+		out.Body = body
+	}
+	p.rp.ServeHTTP(w, out)
 }
 
 // respond sees the upstream's response headers and wraps its body in the
 // reader that measures it (and, for a stream with an idle timeout, watches
 // for silence). The response carries the request id.
-func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duration) {
+func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duration, w *measurer) {
 	ex.code = resp.StatusCode
-	if ex.requestBody != nil {
-		ex.requestBody.release()
+	if ex.req.body != nil {
+		ex.req.body.release()
 	}
 	if upstreamID := resp.Header.Get(RequestIDHeader); !ex.clientID && validID(upstreamID) {
 		ex.ids.Request = upstreamID
@@ -93,19 +139,18 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 	resp.Header.Set(RequestIDHeader, ex.ids.Request)
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	encoded := !identityEncoding(resp.Header.Get("Content-Encoding"))
-	ex.m.readEngineHeaders(ex.endpoint, resp)
+	endpoint := ex.req.endpoint
+	ex.m.readEngineHeaders(endpoint, resp)
 	switch {
-	case mediaType == "text/event-stream" || ex.endpoint.NDJSON() && mediaType == ndjsonType:
-		if ex.m.stream == nil {
-			ex.startStream()
-		}
-		ex.m.readEvents(ex.endpoint, maxEvent, !encoded)
+	case mediaType == "text/event-stream" || endpoint.NDJSON() && mediaType == ndjsonType:
+		ex.m.startStream(ex.ids)
+		ex.m.readEvents(endpoint, maxEvent, !encoded, w)
 		ex.m.timeline = ex.recorder.Start()
 		if idle > 0 && ex.cancelUpstream != nil {
-			ex.m.idle = startIdleTimer(idle, ex.cancelUpstream)
+			ex.m.idle = startIdleTimer(idle, ex.cancelUpstream, &ex.m.done)
 		}
 		resp.Body = &sseBody{rc: resp.Body, m: &ex.m}
-		if ex.usageInjected {
+		if ex.req.usageInjected {
 			// The measurement reads the upstream's events; the client gets
 			// them without what the injection added, so a length no longer
 			// holds.
@@ -114,15 +159,15 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 			resp.ContentLength = -1
 		}
 		if encoded {
-			ex.rec.ParseFailure(ex.labels, metrics.ParseEncoded)
+			ex.metrics.ParseFailure(ex.req.labels, metrics.ParseEncoded)
 		}
-	case ex.endpoint == events.Other || resp.StatusCode/100 != 2:
+	case endpoint == events.Other || resp.StatusCode/100 != 2:
 		// Nothing to read: other endpoints are counted, not measured, and
 		// error bodies carry no usage.
 	case encoded:
-		ex.rec.ParseFailure(ex.labels, metrics.ParseEncoded)
+		ex.metrics.ParseFailure(ex.req.labels, metrics.ParseEncoded)
 	default:
-		resp.Body = &jsonBody{rc: resp.Body, m: &ex.m, endpoint: ex.endpoint, max: maxEvent}
+		resp.Body = &jsonBody{rc: resp.Body, m: &ex.m, endpoint: endpoint, max: maxEvent}
 	}
 }
 
@@ -138,9 +183,9 @@ func (ex *exchange) fail(code int, why failure) {
 	ex.failure = why
 }
 
-// finish records the exchange as its meter says it ended. clientGone
-// reports whether the client went away (its request context was canceled)
-// before the end.
+// finish records the exchange as its meter says it ended, once the meter
+// has measured every read. clientGone reports whether the client went away
+// (its request context was canceled) before the end.
 func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 	end := time.Now()
 	if ex.code == 0 {
@@ -150,15 +195,18 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 			ex.code = statusClientClosed
 		}
 	}
+	ex.m.drain()
 	e := ex.m.end(ex.code, ex.failure, clientGone)
-	if ex.m.stream != nil {
+	streaming := ex.m.stream != nil
+	if streaming {
 		ex.m.stream.End(e.stream)
 		ex.record(e, end)
 	}
-	ex.rec.Tokens(ex.labels, e.usage.input, e.usage.output)
-	ex.rec.Engine(ex.labels, e.engine.tpot, e.engine.ttft, e.stream.TPOT)
-	duration := end.Sub(ex.t0)
-	ex.rec.Request(ex.labels, ex.streaming, ex.code, duration)
+	l := ex.req.labels
+	ex.metrics.Tokens(l, e.usage.input, e.usage.output)
+	ex.metrics.Engine(l, e.engine.tpot, e.engine.ttft, e.stream.TPOT)
+	duration := end.Sub(ex.req.t0)
+	ex.metrics.Request(l, streaming, ex.code, duration)
 	if ex.span != nil {
 		ex.endSpan(e, end)
 	}
@@ -172,10 +220,10 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 func (ex *exchange) logFields(e responseEnd, duration time.Duration) []zap.Field {
 	fields := []zap.Field{
 		zap.String("request_id", ex.ids.Request),
-		zap.String("model", ex.labels.Model),
-		zap.String("endpoint", ex.labels.Endpoint),
+		zap.String("model", ex.req.labels.Model),
+		zap.String("endpoint", ex.req.labels.Endpoint),
 		zap.Int("code", ex.code),
-		zap.Bool("streaming", ex.streaming),
+		zap.Bool("streaming", ex.m.stream != nil),
 		zap.Duration("duration", duration),
 		zap.Int64("input_tokens", e.usage.input),
 		zap.Int64("output_tokens", e.usage.output),

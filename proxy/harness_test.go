@@ -63,14 +63,12 @@ func startHarness(t testing.TB, upstream http.Handler, server func(*http.Server)
 	p := New(cfg, rec, zap.New(core))
 	t.Cleanup(p.CloseIdleConnections)
 	h.proxyCloseIdle = p.CloseIdleConnections
-	// The proxy listens as the command makes it listen: behind the framing
-	// guard, so every test also checks that it refuses nothing legitimate.
+	// The proxy serves as the command serves it.
 	h.proxy = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { h.served <- struct{}{} }()
 		p.ServeHTTP(w, r)
 	}))
-	h.proxy.Listener = GuardListener(h.proxy.Listener)
-	h.proxy.Config.ConnContext = ConnContext
+	h.proxy.Config.DisableGeneralOptionsHandler = true
 	// And accepts cleartext HTTP/2 beside HTTP/1.1, as with ITLPROXY_H2C.
 	h.proxy.Config.Protocols = new(http.Protocols)
 	h.proxy.Config.Protocols.SetHTTP1(true)

@@ -51,11 +51,9 @@ func (p *Proxy) requestIDs(r *http.Request, user string) (ids metrics.IDs, clien
 	if !clientID {
 		ids.Request = newRequestID()
 	}
-	if partSessions.on() {
-		ids.Session = r.Header.Get(p.cfg.SessionHeader)
-		if ids.Session == "" && p.cfg.SessionFromUser {
-			ids.Session = user
-		}
+	ids.Session = r.Header.Get(p.cfg.SessionHeader)
+	if ids.Session == "" && p.cfg.SessionFromUser {
+		ids.Session = user
 	}
 	ids.Trace = traceID(r.Header.Get("Traceparent"))
 	return ids, clientID

@@ -29,14 +29,11 @@ type Config struct {
 	// MaxEventBytes bounds what the measurement buffers: one SSE event, or
 	// one non-streamed JSON body. Larger ones pass through unmeasured.
 	MaxEventBytes int
-	// UpstreamTimeout bounds the wait for the upstream's response headers
-	// (for a non-streamed request, the whole generation); 0 means none. It
-	// is used only when Transport is nil.
-	UpstreamTimeout time.Duration
 	// StreamIdleTimeout ends an event stream whose upstream sends nothing
 	// for that long; 0 means never.
 	StreamIdleTimeout time.Duration
-	// Transport carries requests to the upstream. Nil means transport.New.
+	// Transport carries requests to the upstream. Nil means transport.New
+	// without a timeout.
 	Transport http.RoundTripper
 	// SessionHeader names the request header that carries a session id;
 	// SessionFromUser falls back to the request body's "user" field.
@@ -65,11 +62,13 @@ type Config struct {
 
 // Proxy is the http.Handler of the proxy listener.
 type Proxy struct {
-	cfg    Config
-	rec    *metrics.Metrics
-	log    *zap.Logger
-	rp     *httputil.ReverseProxy
-	router chi.Router
+	cfg     Config
+	metrics *metrics.Metrics
+	log     *zap.Logger
+	rp      *httputil.ReverseProxy
+	router  chi.Router
+	// measurer measures the event streams' reads (measure.go).
+	measurer measurer
 	// classKey and tenantKey are the canonical forms of the class and
 	// tenant headers' names ("" for none).
 	classKey, tenantKey string
@@ -77,9 +76,9 @@ type Proxy struct {
 	duplexWarning sync.Once
 }
 
-// New returns a proxy to cfg.Upstream that reports to rec and logs to log.
-func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
-	p := &Proxy{cfg: cfg, rec: rec, log: log}
+// New returns a proxy to cfg.Upstream that records in m and logs to log.
+func New(cfg Config, m *metrics.Metrics, log *zap.Logger) *Proxy {
+	p := &Proxy{cfg: cfg, metrics: m, log: log}
 	if cfg.ClassHeader != "" {
 		p.classKey = http.CanonicalHeaderKey(cfg.ClassHeader)
 	}
@@ -88,7 +87,7 @@ func New(cfg Config, rec *metrics.Metrics, log *zap.Logger) *Proxy {
 	}
 	rt := cfg.Transport
 	if rt == nil {
-		rt = transport.New(cfg.UpstreamTimeout, nil)
+		rt = transport.New(0, nil)
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -129,15 +128,19 @@ func (p *Proxy) CloseIdleConnections() {
 	}
 }
 
-// ServeHTTP serves one proxied request.
+// ServeHTTP serves one proxied request. Its server must set
+// DisableGeneralOptionsHandler, so that OPTIONS * comes here too
+// (smuggling.go).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Every request takes its own framing verdict (framing.go).
-	if err := checkFraming(r); err != nil {
-		p.refuseBody(w, r, p.labels(r, "", events.Other), time.Now(), err)
-		return
+	if closesAfter(r) {
+		w.Header().Set("Connection", "close")
+		if isUpgrade(r) {
+			p.refuseBody(w, r, p.labels(r, "", events.Other), time.Now(), errUpgradeWithBody)
+			return
+		}
 	}
-	if !partRouting.on() {
-		p.passthrough(w, r)
+	if r.Method == http.MethodOptions && r.RequestURI == "*" {
+		answerOptions(w)
 		return
 	}
 	p.router.ServeHTTP(w, r)
@@ -145,9 +148,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	ctx := resp.Request.Context()
-	if ex := exchangeFrom(ctx); ex != nil { // nil only in a benchmark build without exchanges (parts.go)
-		ex.respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout)
-	}
-	closeIfUnfinished(ctx, resp.StatusCode, resp.Header)
+	exchangeFrom(ctx).respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout, &p.measurer)
+	closeAfterResponse(resp.Request, resp.StatusCode, resp.Header)
 	return nil
 }

@@ -13,20 +13,25 @@ func (ex *exchange) record(e responseEnd, end time.Time) {
 	if ex.recorder == nil {
 		return
 	}
+	l, gaps := ex.req.labels, ex.m.stream.Gaps()
 	ex.recorder.Record(ex.m.timeline, recorder.Stream{
 		RequestID:    ex.ids.Request,
 		SessionID:    ex.ids.Session,
 		TraceID:      ex.ids.Trace,
-		Model:        ex.labels.Model,
-		Endpoint:     ex.labels.Endpoint,
-		Tenant:       ex.labels.Tenant,
-		Class:        ex.labels.Class,
-		Start:        ex.t0,
-		Duration:     end.Sub(ex.t0),
+		Model:        l.Model,
+		Endpoint:     l.Endpoint,
+		Tenant:       l.Tenant,
+		Class:        l.Class,
+		Start:        ex.req.t0,
+		Duration:     end.Sub(ex.req.t0),
 		Outcome:      e.stream.Outcome,
 		TTFT:         e.ttft,
 		TPOT:         e.stream.TPOT,
 		OutputTokens: e.usage.output,
+		ITLObjective: ex.m.stream.Objectives().ITL,
+		Gaps:         gaps.Count,
+		LongestGap:   gaps.Longest,
+		LongestGapAt: gaps.LongestAt,
 	})
 	ex.m.timeline = nil
 }

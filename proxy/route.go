@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -22,7 +21,7 @@ func (p *Proxy) routes() chi.Router {
 		routes = DefaultRoutes
 	}
 	for _, rt := range routes {
-		r.Post(rt.Path, p.measured(apis[rt.API]))
+		r.Post(rt.Path, p.measured(rt.Path, apis[rt.API]))
 	}
 	// Everything else is forwarded and counted, not measured: the proxy
 	// port serves nothing of its own.
@@ -31,10 +30,10 @@ func (p *Proxy) routes() chi.Router {
 	return r
 }
 
-// measured serves an API whose responses are measured: it reads the body
-// (up to the bound) for the model and the stream flag, then forwards the
-// same bytes.
-func (p *Proxy) measured(api routeAPI) http.HandlerFunc {
+// measured serves an API whose responses are measured, on route: it
+// reads the body (up to the bound) for the model and the stream flag, then
+// forwards the same bytes.
+func (p *Proxy) measured(route string, api routeAPI) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		t0 := time.Now()
 		body, err := readBody(r, p.cfg.MaxRequestBytes)
@@ -46,10 +45,11 @@ func (p *Proxy) measured(api routeAPI) http.HandlerFunc {
 		if info.Model == "" {
 			info.Model = p.cfg.DefaultModel
 		}
-		injected := false
+		req := request{t0: t0, labels: p.labels(r, info.Model, endpoint), endpoint: endpoint, route: route,
+			model: info.Model, user: info.User, wantStream: info.Stream}
 		if p.cfg.InjectUsage && info.Stream && (endpoint == events.ChatCompletions || endpoint == events.Completions) {
 			if patched := events.WithUsageRequested(body); patched != nil {
-				body, injected = patched, true
+				body, req.usageInjected = patched, true
 				// The proxy must read the stream to take out what asking
 				// added, and it does not decode: the upstream is asked for
 				// it uncompressed (identity is acceptable to every client).
@@ -60,17 +60,10 @@ func (p *Proxy) measured(api routeAPI) http.HandlerFunc {
 				}
 			}
 		}
-		held := &heldBody{b: body}
-		r.Body = held.reader()
-		r.GetBody = func() (io.ReadCloser, error) { return held.reader(), nil }
-		if !partExchange.on() {
-			p.bare(w, r)
-			return
-		}
-		ex := p.begin(r, p.labels(r, info.Model, endpoint), t0, endpoint, info.Model, info.User, info.Stream)
-		ex.usageInjected = injected
-		ex.requestBody = held
-		p.forward(w, r, ex)
+		req.body = &heldBody{b: body}
+		r.Body = req.body.reader()
+		r.GetBody = func() (io.ReadCloser, error) { return req.body.reader(), nil }
+		p.forward(w, r, p.newExchange(r, req))
 	}
 }
 
@@ -83,18 +76,14 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 		p.refuseBody(w, r, labels, t0, errBodyTooLarge)
 		return
 	}
-	if !partExchange.on() {
-		p.bare(w, r)
-		return
-	}
-	p.forward(w, r, p.begin(r, labels, t0, events.Other, "", "", false))
+	p.forward(w, r, p.newExchange(r, request{t0: t0, labels: labels, endpoint: events.Other}))
 }
 
 // labels are a request's bounded labels: its model (from the body, "" when
 // unknown), its endpoint, and the service class and tenant its headers
 // name.
 func (p *Proxy) labels(r *http.Request, model string, endpoint events.Endpoint) metrics.Labels {
-	return p.rec.RequestLabels(model, endpoint.Label(), firstValue(r.Header, p.classKey), firstValue(r.Header, p.tenantKey))
+	return p.metrics.RequestLabels(model, endpoint.Label(), firstValue(r.Header, p.classKey), firstValue(r.Header, p.tenantKey))
 }
 
 // firstValue is the first value of a header whose key is canonical already
@@ -107,35 +96,6 @@ func firstValue(h http.Header, key string) string {
 		return v[0]
 	}
 	return ""
-}
-
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	// finish runs even when ReverseProxy aborts the response with
-	// http.ErrAbortHandler: a stream cut mid-way is recorded too.
-	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
-	if partRecorder.on() {
-		ex.recorder = p.cfg.Recorder
-	}
-	ctx := r.Context()
-	// A measured route's body was read whole and is held; any other is
-	// still on its way from the client (duplex.go).
-	body := p.fullDuplex(w, r, ex.requestBody != nil)
-	if body != nil {
-		ctx = context.WithValue(ctx, clientBodyKey{}, body)
-		defer body.abandon(w)
-	}
-	if p.cfg.StreamIdleTimeout > 0 {
-		// The outbound request's context, which the idle timer cancels.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		ex.cancelUpstream = cancel
-	}
-	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
-	if body != nil {
-		out.Body = body
-	}
-	p.rp.ServeHTTP(w, out)
 }
 
 var errBodyTooLarge = errors.New("request body too large")
@@ -161,17 +121,17 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 }
 
 // refuseBody answers a request whose body cannot be forwarded: too large,
-// unreadable, or framed ambiguously (or in a way the guard could not
-// follow: framing.go).
+// unreadable, or chunked on a request that asks to switch protocols
+// (smuggling.go).
 func (p *Proxy) refuseBody(w http.ResponseWriter, r *http.Request, labels metrics.Labels, t0 time.Time, err error) {
-	ex := p.begin(r, labels, t0, events.Other, "", "", false)
+	ex := p.newExchange(r, request{t0: t0, labels: labels, endpoint: events.Other})
 	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
 	w.Header().Set(RequestIDHeader, ex.ids.Request)
 	switch {
-	case errors.Is(err, errAmbiguousFraming), errors.Is(err, errUnfollowedFraming):
+	case errors.Is(err, errUpgradeWithBody):
 		ex.code = http.StatusBadRequest
 		w.Header().Set("Connection", "close")
-		writeError(w, ex.code, "invalid_request_error", "ambiguous_framing", "itlproxy: "+err.Error())
+		writeError(w, ex.code, "invalid_request_error", "upgrade_with_body", "itlproxy: "+err.Error())
 	case errors.Is(err, errBodyTooLarge):
 		ex.code = http.StatusRequestEntityTooLarge
 		// The rest of the body is not read: close the connection rather

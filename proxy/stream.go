@@ -12,40 +12,58 @@ import (
 )
 
 // meter measures one response as it passes: an event stream's events as
-// they arrive, or a JSON body's usage at its end. When the exchange counts
-// as a stream, it records each token-bearing event on the stream as it
-// arrives: TTFT at the first, one ITL sample per gap between consecutive
-// ones, each event stamped when the read that completed it returned. At
-// the end it says how the response ended (end, outcome.go). It knows
-// nothing of the exchange that owns it.
+// they arrive, or a JSON body's usage at its end. It owns the response's
+// measurement: the stream's metrics.Stream, when the exchange counts as a
+// stream, and what it records per event: TTFT at the first token-bearing
+// event, one ITL sample per gap between consecutive ones, each event
+// stamped when the read that completed it returned. The forwarding
+// goroutine only stamps each read and queues it (read); the measurer
+// splits and records it (measure, measure.go). At the end it says how the
+// response ended (end, outcome.go). It knows nothing of the exchange that
+// owns it.
 type meter struct {
-	rec    *metrics.Metrics
-	labels metrics.Labels
-	t0     time.Time
-	stream *metrics.Stream // nil unless the exchange counts as a stream
+	metrics *metrics.Metrics
+	labels  metrics.Labels
+	t0      time.Time
+	stream  *metrics.Stream // nil unless the exchange counts as a stream
 
-	sse     bool                  // the response is an event stream
-	scan    *events.StreamScanner // nil unless its events can be read
-	now     time.Time             // when the read being scanned returned
-	tally   events.Tally
-	readErr error      // how reading ended: io.EOF, another error, or nil (never ended)
-	idle    *idleTimer // nil without an idle timeout
+	sse      bool                  // the response is an event stream
+	scan     *events.StreamScanner // nil unless its events can be read
+	measurer *measurer             // where the stream's reads are measured
+	readErr  error                 // how reading ended: io.EOF, another error, or nil (never ended)
+	idle     *idleTimer            // nil without an idle timeout
+	// done is set when the stream's end marker has been measured: the idle
+	// countdown, on the forwarding goroutine, stops then.
+	done atomic.Bool
+
+	// What the measurer keeps, and the end reads once the stream's reads
+	// are all measured (drain).
+	now      time.Time // when the read being measured returned
+	inFlight int64     // the model's streams in flight then
+	tally    events.Tally
 	// timeline records the stream's gaps for the recorder; nil without one.
 	timeline *recorder.Timeline
+	// notable keeps the gaps the span shows, nil unless traced.
+	notable *notableGaps
 
 	body usage // a non-streamed response's usage, when it reported one
 	// bodyModel is the model a non-streamed response named, "" for none
 	// (a stream's is in its tally).
 	bodyModel string
-	// gaps keeps what the span needs of the gaps, nil unless traced.
-	gaps *spanGaps
 	// engine is the upstream's own timing of a non-streamed response, when
 	// its body or headers reported it (a stream's is in its tally).
 	engine engineTimes
 }
 
-func newMeter(rec *metrics.Metrics, labels metrics.Labels, t0 time.Time) meter {
-	return meter{rec: rec, labels: labels, t0: t0, tally: events.NewTally(), body: noUsage}
+func newMeter(m *metrics.Metrics, labels metrics.Labels, t0 time.Time) meter {
+	return meter{metrics: m, labels: labels, t0: t0, tally: events.NewTally(), body: noUsage}
+}
+
+// startStream counts the exchange as a stream from now on.
+func (m *meter) startStream(ids metrics.IDs) {
+	if m.stream == nil {
+		m.stream = m.metrics.StartStream(m.labels, ids)
+	}
 }
 
 // usage is the token usage an upstream reported; -1 means not reported.
@@ -57,16 +75,17 @@ var noUsage = usage{input: -1, output: -1}
 
 // readEvents sets the meter to read an event stream of endpoint's API;
 // parse is false when its bytes cannot be read (an encoding).
-func (m *meter) readEvents(endpoint events.Endpoint, maxEvent int, parse bool) {
+func (m *meter) readEvents(endpoint events.Endpoint, maxEvent int, parse bool, w *measurer) {
 	m.sse = true
 	if parse {
 		m.scan = events.NewStreamScanner(endpoint, maxEvent, m.handleEvent)
+		m.measurer = w
 	}
 }
 
 // sseBody is the upstream's event-stream body as httputil.ReverseProxy
 // reads it. Every byte is returned exactly as read; on the side, each read
-// is stamped and fed to the meter.
+// is stamped and queued for the meter.
 type sseBody struct {
 	rc io.ReadCloser
 	m  *meter
@@ -79,8 +98,8 @@ func (b *sseBody) Read(p []byte) (int, error) {
 	if n > 0 {
 		b.m.read(p[:n])
 	}
-	if err != nil {
-		b.m.stop(err)
+	if err != nil && b.m.readErr == nil {
+		b.m.readErr = err
 	}
 	return n, err
 }
@@ -94,7 +113,7 @@ func (b *sseBody) Close() error { return b.rc.Close() }
 // counts: the stream is complete for the client, whatever the connection
 // does next.
 func (m *meter) awaitUpstream() {
-	if m.idle != nil && !m.tally.Done {
+	if m.idle != nil && !m.done.Load() {
 		m.idle.reset()
 	}
 }
@@ -106,49 +125,72 @@ func (m *meter) upstreamAnswered() {
 	}
 }
 
+// read stamps a read of the stream and queues it to be measured.
 func (m *meter) read(p []byte) {
-	if m.scan == nil || !partSplit.on() {
+	if m.scan == nil {
 		return
 	}
-	m.now = time.Now()
+	var inFlight int64
+	if m.stream != nil {
+		inFlight = m.stream.InFlight()
+	}
+	m.measurer.add(m, p, time.Now(), inFlight)
+}
+
+// measure splits and records one read of the stream, which returned at at
+// with inFlight streams of the model in flight: on the measurer's
+// goroutine, or on whichever flushes the queue.
+func (m *meter) measure(p []byte, at time.Time, inFlight int64) {
+	m.now, m.inFlight = at, inFlight
 	m.scan.Write(p)
 }
 
-func (m *meter) stop(err error) {
-	if m.readErr != nil {
+// drain measures every read of the stream still queued: what the end
+// reads is then complete. When reading the stream ended, it ends the
+// scanner too, which counts a stream cut in the middle of an event.
+func (m *meter) drain() {
+	if m.scan == nil {
 		return
 	}
-	m.readErr = err
-	if m.scan != nil && m.scan.End() && err == io.EOF {
-		m.rec.ParseFailure(m.labels, metrics.ParseTruncated)
+	m.measurer.flush()
+	if m.readErr != nil && m.scan.End() && m.readErr == io.EOF {
+		m.metrics.ParseFailure(m.labels, metrics.ParseTruncated)
 	}
 }
 
 func (m *meter) handleEvent(e events.Event) {
 	switch {
 	case e.Oversized:
-		m.rec.ParseFailure(m.labels, metrics.ParseEventTooLarge)
+		m.metrics.ParseFailure(m.labels, metrics.ParseEventTooLarge)
 		return
 	case e.Invalid:
-		m.rec.ParseFailure(m.labels, metrics.ParseInvalidJSON)
+		m.metrics.ParseFailure(m.labels, metrics.ParseInvalidJSON)
 		return
 	}
 	tok, ok := m.tally.Add(e, m.now)
-	if !ok || m.stream == nil || !partObservations.on() {
+	if m.tally.Done && !m.done.Load() {
+		m.done.Store(true)
+	}
+	if !ok || m.stream == nil {
 		return
 	}
 	if tok.First {
 		m.stream.FirstToken(m.now.Sub(m.t0))
 	} else {
-		m.stream.Gap(tok.Gap, tok.Tokens)
-		m.timeline.Gap(tok.Gap, tok.Tokens)
-		if m.gaps != nil {
-			m.gaps.add(m.stream, tok.Gap, m.now)
-		}
+		m.gap(tok.Gap, tok.Tokens, m.now, m.inFlight)
 	}
 	if tok.Tokens > 0 {
 		m.stream.EventTokens(tok.Tokens)
 	}
+}
+
+// gap records a gap of d, ended at at by an event of tokens tokens (0:
+// unknown) with inFlight streams of the model in flight: on the stream's
+// metrics, its timeline and, when notable, its span.
+func (m *meter) gap(d time.Duration, tokens int64, at time.Time, inFlight int64) {
+	n := m.stream.GapInFlight(d, tokens, inFlight)
+	m.timeline.Gap(d, tokens)
+	m.notable.add(m.stream.Gaps().Count, d, at, n)
 }
 
 // jsonBody passes a non-streamed response body through and keeps a copy,
@@ -186,12 +228,12 @@ func (b *jsonBody) Close() error { return b.rc.Close() }
 // that it was larger than the bound, and not kept.
 func (m *meter) readJSON(endpoint events.Endpoint, body []byte, over bool) {
 	if over {
-		m.rec.ParseFailure(m.labels, metrics.ParseBodyTooLarge)
+		m.metrics.ParseFailure(m.labels, metrics.ParseBodyTooLarge)
 		return
 	}
 	e := events.ParseJSON(endpoint, body)
 	if e.Invalid {
-		m.rec.ParseFailure(m.labels, metrics.ParseInvalidJSON)
+		m.metrics.ParseFailure(m.labels, metrics.ParseInvalidJSON)
 		return
 	}
 	if e.HasUsage {
@@ -217,11 +259,18 @@ type idleTimer struct {
 	fired   atomic.Bool // set from the timer's goroutine
 }
 
-func startIdleTimer(d time.Duration, cancel context.CancelFunc) *idleTimer {
+// startIdleTimer starts the countdown of a stream whose end marker, once
+// measured, sets done.
+func startIdleTimer(d time.Duration, cancel context.CancelFunc, done *atomic.Bool) *idleTimer {
 	it := &idleTimer{d: d}
 	it.t = time.AfterFunc(d, func() {
 		if !it.waiting.Load() {
 			return // between reads: the next read restarts the countdown
+		}
+		if done.Load() {
+			// The end marker was read before this wait began: it was
+			// measured since.
+			return
 		}
 		it.fired.Store(true)
 		cancel()

@@ -36,28 +36,9 @@ const maxGapEvents = 32
 // the client's (or the upstream's).
 const maxModelAttr = 128
 
-// begin starts the exchange of request r, whose body named model and
-// user: its ids and, when tracing is on, its span. A sampled span's trace
-// id replaces the client's in ids, so that the exemplars lead to the span.
-func (p *Proxy) begin(r *http.Request, labels metrics.Labels, t0 time.Time, endpoint events.Endpoint, model, user string, wantStream bool) *exchange {
-	ids, clientID := p.requestIDs(r, user)
-	var span trace.Span
-	if p.cfg.Tracer != nil {
-		span = p.startSpan(r, t0, endpoint, model)
-		if sc := span.SpanContext(); sc.IsSampled() {
-			ids.Trace = sc.TraceID().String()
-		}
-	}
-	ex := newExchange(p.rec, labels, t0, ids, clientID, wantStream)
-	ex.endpoint = endpoint
-	if span != nil {
-		ex.span = span
-		ex.m.gaps = &spanGaps{}
-	}
-	return ex
-}
-
-func (p *Proxy) startSpan(r *http.Request, t0 time.Time, endpoint events.Endpoint, model string) trace.Span {
+// startSpan starts the span of request r from its t0, named by its
+// method and the route that matched.
+func (p *Proxy) startSpan(r *http.Request, req request) trace.Span {
 	parent := traceContext.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	name := r.Method
 	attrs := []attribute.KeyValue{
@@ -67,32 +48,26 @@ func (p *Proxy) startSpan(r *http.Request, t0 time.Time, endpoint events.Endpoin
 	if port := upstreamPort(p.cfg.Upstream.Scheme, p.cfg.Upstream.Port()); port > 0 {
 		attrs = append(attrs, attribute.Int("server.port", port))
 	}
-	if route, op := spanRoute(endpoint); route != "" {
-		name += " " + route
-		attrs = append(attrs, attribute.String("http.route", route), attribute.String("gen_ai.operation.name", op))
-		if model != "" {
-			attrs = append(attrs, attribute.String("gen_ai.request.model", attrText(model, maxModelAttr)))
+	if req.route != "" {
+		name += " " + req.route
+		attrs = append(attrs, attribute.String("http.route", req.route), attribute.String("gen_ai.operation.name", operationName(req.endpoint)))
+		if req.model != "" {
+			attrs = append(attrs, attribute.String("gen_ai.request.model", attrText(req.model, maxModelAttr)))
 		}
 	}
 	_, span := p.cfg.Tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithTimestamp(t0), trace.WithAttributes(attrs...))
+		trace.WithTimestamp(req.t0), trace.WithAttributes(attrs...))
 	return span
 }
 
-// spanRoute is the route of a measured endpoint and its GenAI operation
-// name; "" for other requests.
-func spanRoute(endpoint events.Endpoint) (route, operation string) {
+// operationName is the GenAI operation a measured endpoint serves: a
+// conversation (chat) or the continuation of a prompt (text_completion).
+func operationName(endpoint events.Endpoint) string {
 	switch endpoint {
-	case events.ChatCompletions:
-		return "/v1/chat/completions", "chat"
-	case events.Completions:
-		return "/v1/completions", "text_completion"
-	case events.Responses:
-		return "/v1/responses", "chat"
-	case events.Messages:
-		return "/v1/messages", "chat"
+	case events.Completions, events.OllamaGenerate, events.TGIGenerate, events.LlamaCppCompletion, events.SGLangGenerate:
+		return "text_completion"
 	}
-	return "", ""
+	return "chat"
 }
 
 // upstreamPort is the port requests to the upstream go to.
@@ -128,7 +103,7 @@ func attrText(s string, n int) string {
 // headers pass as they came.
 func propagate(pr *httputil.ProxyRequest) {
 	ex := exchangeFrom(pr.Out.Context())
-	if ex == nil || ex.span == nil {
+	if ex.span == nil {
 		return
 	}
 	pr.Out.Header.Del("Traceparent")
@@ -136,38 +111,31 @@ func propagate(pr *httputil.ProxyRequest) {
 	traceContext.Inject(trace.ContextWithSpan(context.Background(), ex.span), propagation.HeaderCarrier(pr.Out.Header))
 }
 
-// spanGaps is what a traced stream's meter keeps for its span, per gap a
-// few comparisons: the gap count, the longest gap and its index, and the
-// gaps an operator looks for (stalls, and gaps over the ITL objective), up
-// to maxGapEvents of them. Gaps are numbered from 1: gap i ends the
-// (i+1)th token-bearing event.
-type spanGaps struct {
-	count     int
-	longest   time.Duration
-	longestAt int
-	notable   []notableGap
-	past      int // notable gaps past maxGapEvents
+// notableGaps are the gaps of a traced stream that its span shows as
+// events: stalls, and gaps over the ITL objective, up to maxGapEvents of
+// them. The gap count and the longest gap come from the stream's own
+// summary (metrics.Stream.Gaps).
+type notableGaps struct {
+	gaps []notableGap
+	past int // notable gaps past maxGapEvents
 }
 
 type notableGap struct {
-	index         int
-	d             time.Duration
-	at            time.Time // the stamp of the event that ends it
-	stall, breach bool
+	index int // from 1: gap i ends the (i+1)th token-bearing event
+	d     time.Duration
+	at    time.Time // the stamp of the event that ends it
+	metrics.Notable
 }
 
-func (g *spanGaps) add(s *metrics.Stream, d time.Duration, at time.Time) {
-	g.count++
-	if d > g.longest {
-		g.longest, g.longestAt = d, g.count
-	}
-	stall, breach := s.Notable(d)
+// add keeps gap index, of d, ended at at, when it is notable. A nil
+// notableGaps keeps nothing.
+func (g *notableGaps) add(index int, d time.Duration, at time.Time, n metrics.Notable) {
 	switch {
-	case !stall && !breach:
-	case len(g.notable) == maxGapEvents:
+	case g == nil || !n.Stall && !n.OverObjective:
+	case len(g.gaps) == maxGapEvents:
 		g.past++
 	default:
-		g.notable = append(g.notable, notableGap{index: g.count, d: d, at: at, stall: stall, breach: breach})
+		g.gaps = append(g.gaps, notableGap{index: index, d: d, at: at, Notable: n})
 	}
 }
 
@@ -181,8 +149,8 @@ func (ex *exchange) endSpan(e responseEnd, end time.Time) {
 	if ex.ids.Session != "" {
 		attrs = append(attrs, attribute.String("itlproxy.session_id", attrText(ex.ids.Session, maxModelAttr)))
 	}
-	if ex.labels.Model != "" {
-		attrs = append(attrs, attribute.String("itlproxy.model", ex.labels.Model))
+	if ex.req.labels.Model != "" {
+		attrs = append(attrs, attribute.String("itlproxy.model", ex.req.labels.Model))
 	}
 	if e.model != "" {
 		attrs = append(attrs, attribute.String("gen_ai.response.model", attrText(e.model, maxModelAttr)))
@@ -195,8 +163,8 @@ func (ex *exchange) endSpan(e responseEnd, end time.Time) {
 	}
 	if ex.m.stream != nil {
 		attrs = append(attrs, attribute.String("itlproxy.outcome", e.stream.Outcome))
-		attrs = ex.m.gaps.attributes(attrs, e)
-		ex.m.gaps.events(span)
+		attrs = spanTiming(attrs, e, ex.m.stream.Gaps(), ex.m.notable.past)
+		ex.m.notable.events(span)
 	}
 	span.SetAttributes(attrs...)
 	if ex.code >= 500 || ex.failure == upstreamFailed {
@@ -205,23 +173,23 @@ func (ex *exchange) endSpan(e responseEnd, end time.Time) {
 	span.End(trace.WithTimestamp(end))
 }
 
-// attributes appends the stream's timing: TTFT and TPOT in seconds, as
+// spanTiming appends the stream's timing: TTFT and TPOT in seconds, as
 // the metrics have them, and its gaps.
-func (g *spanGaps) attributes(attrs []attribute.KeyValue, e responseEnd) []attribute.KeyValue {
+func spanTiming(attrs []attribute.KeyValue, e responseEnd, gaps metrics.GapSummary, dropped int) []attribute.KeyValue {
 	if e.ttft >= 0 {
 		attrs = append(attrs, attribute.Float64("itlproxy.ttft", e.ttft.Seconds()))
 	}
 	if e.stream.TPOT >= 0 {
 		attrs = append(attrs, attribute.Float64("itlproxy.tpot", e.stream.TPOT.Seconds()))
 	}
-	attrs = append(attrs, attribute.Int("itlproxy.gap.count", g.count))
-	if g.count > 0 {
+	attrs = append(attrs, attribute.Int("itlproxy.gap.count", gaps.Count))
+	if gaps.Count > 0 {
 		attrs = append(attrs,
-			attribute.Float64("itlproxy.gap.longest", g.longest.Seconds()),
-			attribute.Int("itlproxy.gap.longest_index", g.longestAt))
+			attribute.Float64("itlproxy.gap.longest", gaps.Longest.Seconds()),
+			attribute.Int("itlproxy.gap.longest_index", gaps.LongestAt))
 	}
-	if g.past > 0 {
-		attrs = append(attrs, attribute.Int("itlproxy.gap.events_dropped", g.past))
+	if dropped > 0 {
+		attrs = append(attrs, attribute.Int("itlproxy.gap.events_dropped", dropped))
 	}
 	return attrs
 }
@@ -229,16 +197,16 @@ func (g *spanGaps) attributes(attrs []attribute.KeyValue, e responseEnd) []attri
 // events adds an event per notable gap, at the time the gap ended: named
 // itlproxy.stall for a stall, itlproxy.itl_objective_exceeded for a gap
 // over the objective that is not one.
-func (g *spanGaps) events(span trace.Span) {
-	for _, n := range g.notable {
+func (g *notableGaps) events(span trace.Span) {
+	for _, n := range g.gaps {
 		name := "itlproxy.itl_objective_exceeded"
-		if n.stall {
+		if n.Stall {
 			name = "itlproxy.stall"
 		}
 		span.AddEvent(name, trace.WithTimestamp(n.at), trace.WithAttributes(
 			attribute.Int("itlproxy.gap.index", n.index),
 			attribute.Float64("itlproxy.gap.seconds", n.d.Seconds()),
-			attribute.Bool("itlproxy.gap.stall", n.stall),
-			attribute.Bool("itlproxy.gap.itl_objective_exceeded", n.breach)))
+			attribute.Bool("itlproxy.gap.stall", n.Stall),
+			attribute.Bool("itlproxy.gap.itl_objective_exceeded", n.OverObjective)))
 	}
 }

@@ -118,7 +118,8 @@ func TestSpanEventsCapped(t *testing.T) {
 	u, _ := url.Parse("http://upstream.example:8000")
 	p := New(Config{Upstream: u, Tracer: tracer}, m, zap.NewNop())
 	r, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-	ex := p.begin(r, m.Labels("m", metrics.EndpointChatCompletions), time.Now(), events.ChatCompletions, "m", "", true)
+	ex := p.newExchange(r, request{t0: time.Now(), labels: m.Labels("m", metrics.EndpointChatCompletions),
+		endpoint: events.ChatCompletions, route: "/v1/chat/completions", model: "m", wantStream: true})
 	ex.code = http.StatusOK
 	at := time.Now()
 	for i := 1; i <= 60; i++ {
@@ -129,7 +130,7 @@ func TestSpanEventsCapped(t *testing.T) {
 		case i%3 != 0:
 			d = 20 * time.Millisecond // a stall
 		}
-		ex.m.gaps.add(ex.m.stream, d, at)
+		ex.m.gap(d, 0, at, 1)
 	}
 	ex.finish(false, zap.NewNop())
 	s := onlySpan(t, rec)
@@ -151,17 +152,17 @@ func TestSpanEventsCapped(t *testing.T) {
 // of a stream whose gaps are not notable.
 func TestTracedMeterAllocatesNothing(t *testing.T) {
 	evs, _, m := recordedStreamMeter(t)
-	m.gaps = &spanGaps{}
+	m.notable = &notableGaps{}
 	i := 0
 	allocs := testing.AllocsPerRun(1000, func() {
-		m.read(evs[i%len(evs)])
+		m.measure(evs[i%len(evs)], time.Now(), 1)
 		i++
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per event", allocs)
 	}
-	if m.gaps.count == 0 {
-		t.Error("no gap reached the span's record")
+	if m.stream.Gaps().Count == 0 {
+		t.Error("no gap was recorded")
 	}
 }
 

@@ -1,48 +1,44 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// partSteps are the attribution's configurations in the order bench/run.sh
-// runs them: itlproxy's benchmark build with every part on, then with one
-// more part switched off at each step (ITLPROXY_PARTS_OFF, proxy/parts.go),
-// down to the plain Go proxy. What a step saves is what its part costs
-// with the parts below it still on.
-var partSteps = []struct{ config, label string }{
-	{"all", "itlproxy, every part on"},
-	{"recorder", "stream recorder"},
-	{"sessions", "session tracker"},
-	{"observations", "metric observations (TTFT, gaps, load bands, exemplars, SLOs, tokens per event)"},
-	{"split", "split and classify (SSE splitter, JSON reader, tally)"},
-	{"exchange", "exchange and ids (request id, labels, request and stream counters, idle timer)"},
-	{"routing", "routing and request inspection (router, request body read for the model)"},
-	{"plain", "the plain Go proxy (its *costs*: what is left, the framing guard and the listener's, server's and transport's settings)"},
-}
-
-// partsResults are the attribution's CPU figures: per number of streams
-// and configuration, CPU ms per 1,000 token events of each round.
+// partsResults are the attribution's figures at each number of streams:
+// itlproxy's, the plain Go proxy's and traced itlproxy's CPU ms per 1,000
+// token events, and each part's share of itlproxy's CPU profile, in the
+// order of bench/parts.txt.
 type partsResults struct {
-	cpu    map[int]map[string][]float64
+	cpu    map[int]map[string]float64 // streams → itlproxy, plain, traced
+	shares map[int][]partShare
 	failed int64
 }
 
-// loadParts reads parts-<streams>-<config>-<round>.json.
+type partShare struct {
+	part  string
+	share float64 // of the profile's samples
+}
+
+// loadParts reads parts-<streams>-<config>.json and
+// parts-<streams>-shares.tsv (part, focused samples, all samples, as pprof
+// prints them).
 func loadParts(dir string) (*partsResults, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "parts-*.json"))
 	if err != nil || len(files) == 0 {
 		return nil, err
 	}
-	p := &partsResults{cpu: map[int]map[string][]float64{}}
+	p := &partsResults{cpu: map[int]map[string]float64{}, shares: map[int][]partShare{}}
 	for _, f := range files {
 		fields := strings.Split(strings.TrimSuffix(filepath.Base(f), ".json"), "-")
-		if len(fields) != 4 {
-			return nil, fmt.Errorf("%s: want parts-<streams>-<config>-<round>.json", f)
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("%s: want parts-<streams>-<config>.json", f)
 		}
 		streams, err := strconv.Atoi(fields[1])
 		if err != nil {
@@ -59,19 +55,40 @@ func loadParts(dir string) (*partsResults, error) {
 			continue
 		}
 		if p.cpu[streams] == nil {
-			p.cpu[streams] = map[string][]float64{}
+			p.cpu[streams] = map[string]float64{}
+			if p.shares[streams], err = readShares(filepath.Join(dir, fmt.Sprintf("parts-%s-shares.tsv", fields[1]))); err != nil {
+				return nil, err
+			}
 		}
-		p.cpu[streams][fields[2]] = append(p.cpu[streams][fields[2]], x)
+		p.cpu[streams][fields[2]] = x
 	}
 	return p, nil
 }
 
-func mean(xs []float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += x
+// readShares reads a shares file; none (the profile failed) is no shares.
+func readShares(file string) ([]partShare, error) {
+	f, err := os.Open(file)
+	if os.IsNotExist(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
 	}
-	return s / float64(len(xs))
+	defer f.Close()
+	var shares []partShare
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("%s: %q: want part, focused samples, all samples", file, sc.Text())
+		}
+		focused, err1 := time.ParseDuration(fields[1])
+		all, err2 := time.ParseDuration(fields[2])
+		if err1 != nil || err2 != nil || all <= 0 {
+			return nil, fmt.Errorf("%s: %q: the samples are not durations", file, sc.Text())
+		}
+		shares = append(shares, partShare{part: fields[0], share: float64(focused) / float64(all)})
+	}
+	return shares, sc.Err()
 }
 
 // partsTable writes where itlproxy's CPU per event goes, part by part.
@@ -86,33 +103,39 @@ func (res *results) partsTable(b *strings.Builder) {
 	}
 	slices.Sort(sizes)
 	b.WriteString("#### Where the cost goes\n\n")
-	b.WriteString("CPU ms per 1,000 token events, the mean of the rounds (each round runs every configuration once, the second in reverse order). Each row switches one more part off in itlproxy's benchmark build (`go build -tags itlproxy_parts`, `ITLPROXY_PARTS_OFF`), so that a row's *costs* (the row above's CPU − its own) is what its part costs with the parts above it off and those below it on; *share* is that over itlproxy (every part on) − the plain Go proxy. A negative cost is within the runs' noise (a few percent).\n\n")
-	b.WriteString("| part switched off |")
+	b.WriteString("CPU ms per 1,000 token events. A part's cost is its share of a CPU profile of itlproxy under the same load (the samples whose stack holds one of its functions, `go tool pprof -focus`, `bench/parts.txt`) times itlproxy's CPU per 1,000 events; *share* is that over itlproxy − the plain Go proxy. What no part claims is the relay itself: Go's server, the transport, the system calls.\n\n")
+	b.WriteString("| part |")
 	sep := "|---|"
 	for _, s := range sizes {
-		fmt.Fprintf(b, " %s streams: CPU | costs | share |", count(s))
-		sep += "--:|--:|--:|"
+		fmt.Fprintf(b, " %s streams: CPU | over plain |", count(s))
+		sep += "--:|--:|"
 	}
 	b.WriteString("\n" + sep + "\n")
-	for i, step := range partSteps {
-		label := "− " + step.label
-		if i == 0 || step.config == "plain" {
-			label = step.label
-		}
-		fmt.Fprintf(b, "| %s |", label)
+	b.WriteString("| itlproxy, every default on |")
+	for _, s := range sizes {
+		b.WriteString(p.cpuCell(s, "itlproxy"))
+	}
+	b.WriteString("\n| the plain Go proxy |")
+	for _, s := range sizes {
+		b.WriteString(p.cpuCell(s, "plain"))
+	}
+	b.WriteString("\n")
+	for _, part := range p.partNames(sizes) {
+		fmt.Fprintf(b, "| %s |", part)
 		for _, s := range sizes {
-			b.WriteString(p.cell(s, i))
+			b.WriteString(p.partCell(s, part))
 		}
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 	for _, s := range sizes {
-		all, traced := p.cpu[s]["all"], p.cpu[s]["traced"]
-		if len(all) == 0 || len(traced) == 0 {
+		all, ok1 := p.cpu[s]["itlproxy"]
+		traced, ok2 := p.cpu[s]["traced"]
+		if !ok1 || !ok2 {
 			continue
 		}
-		fmt.Fprintf(b, "Tracing on (every request a span, sampler 1.0, exported over OTLP/HTTP to `itlbench otlpsink`) at %s streams: %.1f CPU ms per 1,000 events, %+.1f (%+.0f%%) over every part on.\n",
-			count(s), mean(traced), mean(traced)-mean(all), 100*(mean(traced)/mean(all)-1))
+		fmt.Fprintf(b, "Tracing on (every request a span, sampler 1.0, exported over OTLP/HTTP to `itlbench otlpsink`) at %s streams: %.1f CPU ms per 1,000 events, %+.1f (%+.0f%%) over tracing off.\n",
+			count(s), traced, traced-all, 100*(traced/all-1))
 	}
 	if p.failed > 0 {
 		fmt.Fprintf(b, "\n**%d requests failed** in these runs.\n", p.failed)
@@ -120,26 +143,46 @@ func (res *results) partsTable(b *strings.Builder) {
 	b.WriteString("\n")
 }
 
-// cell is step i's CPU, what it saves over step i-1, and that over the
-// whole difference, at s streams.
-func (p *partsResults) cell(s, i int) string {
-	cur := p.cpu[s][partSteps[i].config]
-	if len(cur) == 0 {
-		return " — | — | — |"
+// partNames are the parts in the order the first size's shares list them.
+func (p *partsResults) partNames(sizes []int) []string {
+	var names []string
+	for _, s := range sizes {
+		for _, sh := range p.shares[s] {
+			if !slices.Contains(names, sh.part) {
+				names = append(names, sh.part)
+			}
+		}
 	}
-	text := fmt.Sprintf(" %.1f |", mean(cur))
-	prev := p.cpu[s][partSteps[max(i-1, 0)].config]
-	if i == 0 || len(prev) == 0 {
-		return text + " | |"
-	}
-	saves := mean(prev) - mean(cur)
-	return text + fmt.Sprintf(" %.1f | %s |", saves, p.share(s, saves))
+	return names
 }
 
-func (p *partsResults) share(s int, d float64) string {
-	all, plain := p.cpu[s]["all"], p.cpu[s]["plain"]
-	if len(all) == 0 || len(plain) == 0 || mean(all) <= mean(plain) {
-		return "—"
+func (p *partsResults) cpuCell(s int, config string) string {
+	x, ok := p.cpu[s][config]
+	if !ok {
+		return " — | |"
 	}
-	return fmt.Sprintf("%.0f%%", 100*d/(mean(all)-mean(plain)))
+	if config == "plain" {
+		return fmt.Sprintf(" %.1f | |", x)
+	}
+	plain, ok := p.cpu[s]["plain"]
+	if !ok {
+		return fmt.Sprintf(" %.1f | |", x)
+	}
+	return fmt.Sprintf(" %.1f | %+.1f |", x, x-plain)
+}
+
+// partCell is the part's CPU at s streams and its share of itlproxy's
+// cost over the plain Go proxy.
+func (p *partsResults) partCell(s int, part string) string {
+	all, ok := p.cpu[s]["itlproxy"]
+	i := slices.IndexFunc(p.shares[s], func(sh partShare) bool { return sh.part == part })
+	if !ok || i < 0 {
+		return " — | — |"
+	}
+	x := p.shares[s][i].share * all
+	over := "—"
+	if plain, ok := p.cpu[s]["plain"]; ok && all > plain {
+		over = fmt.Sprintf("%.0f%%", 100*x/(all-plain))
+	}
+	return fmt.Sprintf(" %.1f | %s |", x, over)
 }

@@ -8,36 +8,49 @@ import (
 	"testing"
 )
 
-// TestPartsTable: each step's cost is the step before's CPU less its own,
-// averaged over the rounds, and its share is over itlproxy − plain.
+// TestPartsTable: a part's CPU is its share of the profile times
+// itlproxy's CPU per 1,000 events, and its share of the cost is that over
+// itlproxy − plain.
 func TestPartsTable(t *testing.T) {
 	dir := t.TempDir()
 	// CPU seconds for 100,000 events: x ms per 1,000 events = x/10 s.
-	cpu := map[string][2]float64{
-		"all": {30, 32}, "recorder": {30, 30}, "sessions": {30, 30}, "observations": {28, 28},
-		"split": {26, 26}, "exchange": {25, 25}, "routing": {24, 24}, "plain": {21, 21}, "traced": {40, 42},
-	}
-	for cfg, rounds := range cpu {
-		for i, x := range rounds {
-			rep := fmt.Sprintf(`{"concurrency":100,"total":{"requests":{"OK":10},"token_events":100000},"processes":{"cpu_seconds":%g}}`, x/10)
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("parts-00100-%s-%d.json", cfg, i+1)), []byte(rep), 0o644); err != nil {
-				t.Fatal(err)
-			}
+	for cfg, x := range map[string]float64{"itlproxy": 30, "plain": 20, "traced": 33} {
+		rep := fmt.Sprintf(`{"concurrency":100,"total":{"requests":{"OK":10},"token_events":100000},"processes":{"cpu_seconds":%g}}`, x/10)
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("parts-00100-%s.json", cfg)), []byte(rep), 0o644); err != nil {
+			t.Fatal(err)
 		}
+	}
+	shares := "split and classify\t300ms\t3s\nstream recorder\t0.15s\t3s\n"
+	if err := os.WriteFile(filepath.Join(dir, "parts-00100-shares.tsv"), []byte(shares), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "env.txt"), []byte("mode=parts\nstreams=\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	md := tablesContain(t, dir,
-		"| itlproxy, every part on | 31.0 | | |",
-		"| − stream recorder | 30.0 | 1.0 | 10% |",
-		"| − session tracker | 30.0 | 0.0 | 0% |",
-		"| − metric observations", "| 28.0 | 2.0 | 20% |",
-		"| 24.0 | 1.0 | 10% |",
-		"plain Go proxy", "| 21.0 | 3.0 | 30% |",
-		"at 100 streams: 41.0 CPU ms per 1,000 events, +10.0 (+32%) over every part on")
+		"| itlproxy, every default on | 30.0 | +10.0 |",
+		"| the plain Go proxy | 20.0 | |",
+		"| split and classify | 3.0 | 30% |",
+		"| stream recorder | 1.5 | 15% |",
+		"at 100 streams: 33.0 CPU ms per 1,000 events, +3.0 (+10%) over tracing off")
 	if strings.Contains(md, "#### Targets") {
 		t.Error("a --parts run has no comparison: no verdicts")
+	}
+}
+
+// TestPartsSharesRefused: a shares file that does not read is an error,
+// not a table of zeros.
+func TestPartsSharesRefused(t *testing.T) {
+	dir := t.TempDir()
+	rep := `{"concurrency":100,"total":{"requests":{"OK":10},"token_events":100000},"processes":{"cpu_seconds":3}}`
+	if err := os.WriteFile(filepath.Join(dir, "parts-00100-itlproxy.json"), []byte(rep), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "parts-00100-shares.tsv"), []byte("split\tmany\t3s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadParts(dir); err == nil || !strings.Contains(err.Error(), "not durations") {
+		t.Errorf("loadParts: %v, want an error about the durations", err)
 	}
 }
 

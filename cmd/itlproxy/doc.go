@@ -23,7 +23,7 @@
 //   - server.run builds the proxy (proxy.New) and serves two listeners:
 //     the proxy listener (ITLPROXY_LISTEN_ADDR), which serves only proxied
 //     traffic — HTTPS with HTTP/2 by ALPN when a certificate is set
-//     (tls.go), else cleartext HTTP/1.1 behind the framing guard, plus
+//     (tls.go), else cleartext HTTP/1.1, plus
 //     cleartext HTTP/2 with ITLPROXY_H2C — and the admin listener
 //     (ITLPROXY_ADMIN_ADDR): /metrics (OpenMetrics when asked, for
 //     exemplars), /healthz, /readyz and, with ITLPROXY_PPROF, pprof.

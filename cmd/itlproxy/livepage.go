@@ -196,7 +196,9 @@ func (s *server) drawStream(e *recorder.Entry) pageStream {
 		ps.Rest = fmt.Sprintf("and %d more gaps, %s in all, the longest %s", e.Rest.Gaps,
 			e.Rest.Total.Round(time.Millisecond), e.Rest.Longest.Round(time.Millisecond))
 	}
-	objective := s.cfg.slos.For(e.Model, e.Class).ITL
+	// The objective the stream was judged by: a reload since changes
+	// what later streams are judged by, not what this one was.
+	objective := e.ITLObjective
 	longest := max(e.LongestGap, time.Millisecond)
 	ps.Width = max(len(e.Timeline), 1)
 	for i, g := range e.Timeline {

@@ -161,8 +161,10 @@ func TestLivePageBudget(t *testing.T) {
 		}
 		st.End(metrics.StreamEnd{Outcome: metrics.OutcomeCompleted, TPOT: -1, OutputTokens: 301})
 		rec.Request(l, true, 200, time.Second)
+		gaps := st.Gaps()
 		s.recorder.Record(tl, recorder.Stream{RequestID: fmt.Sprintf("request-%04d", i), Model: model, Outcome: metrics.OutcomeCompleted,
-			Start: now.Add(-time.Second), Duration: time.Second, TTFT: 50 * time.Millisecond, TPOT: -1, OutputTokens: 301})
+			Start: now.Add(-time.Second), Duration: time.Second, TTFT: 50 * time.Millisecond, TPOT: -1, OutputTokens: 301,
+			ITLObjective: st.Objectives().ITL, Gaps: gaps.Count, LongestGap: gaps.Longest, LongestGapAt: gaps.LongestAt})
 		if i == 0 {
 			s.history.add(now.Add(-time.Minute))
 		}
@@ -191,5 +193,46 @@ func TestLivePageBudget(t *testing.T) {
 	}
 	if got := strings.Count(string(body), `class="model"`); got != 2*32 {
 		t.Errorf("%d model rows, want 2 for each of 32 models", got)
+	}
+}
+
+// TestLivePageAfterReload: after the SLO file is reloaded with a tighter
+// ITL objective, a new stream's gaps over the new objective (and within
+// the old one) are marked as breaches on the page, in a real browser; the
+// stream recorded before the reload keeps the marks of the objective it
+// was judged by.
+func TestLivePageAfterReload(t *testing.T) {
+	if _, err := exec.LookPath("chromium"); err != nil {
+		testenv.LookPath(t, "chromium", "sudo apt-get install -y chromium")
+	}
+	up := httptest.NewServer(scheduledUpstream{fixedSchedule(10*ms, 80*ms, 10*ms, 80*ms)})
+	defer up.Close()
+	vol := newConfigMapDir(t, map[string][]byte{"slo.yaml": []byte("default: {itl: 500ms}\n")})
+	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_SLO_FILE": vol.path("slo.yaml")})
+	stream(t, in.proxy, "m", "before-reload")
+	vol.swap(map[string][]byte{"slo.yaml": []byte("default: {itl: 50ms}\n")})
+	waitITL(t, in, "the ConfigMap swap", "m", 0.05)
+	stream(t, in.proxy, "m", "after-reload")
+
+	dom := chromiumDOM(t, "http://"+in.admin+"/")
+	bars := func(id string) string {
+		i := strings.Index(dom, `data-request-id="`+id+`"`)
+		if i < 0 {
+			t.Fatalf("stream %s is not on the page:\n%s", id, dom)
+		}
+		s := dom[i:]
+		return s[:strings.Index(s, "</svg>")]
+	}
+	after := bars("after-reload")
+	for _, want := range []string{`<rect class="breach" x="0"`, `<rect class="breach" x="2"`} {
+		if !strings.Contains(after, want) {
+			t.Errorf("the stream after the reload lacks %s (its 80ms gaps 1 and 3 are over the new 50ms objective):\n%s", want, after)
+		}
+	}
+	if n := strings.Count(after, `class="breach"`); n != 2 {
+		t.Errorf("%d breaches marked after the reload, want 2", n)
+	}
+	if n := strings.Count(bars("before-reload"), `class="breach"`); n != 0 {
+		t.Errorf("%d breaches marked on the stream judged by the 500ms objective, want 0", n)
 	}
 }

@@ -276,9 +276,8 @@ func TestHostileClients(t *testing.T) {
 	}
 
 	for name, req := range map[string]string{
-		"Content-Length and Transfer-Encoding": "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n",
-		"two different Content-Lengths":        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nContent-Length: 30\r\n\r\nabcd",
-		"an obfuscated Transfer-Encoding":      "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n",
+		"two different Content-Lengths":   "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nContent-Length: 30\r\n\r\nabcd",
+		"an obfuscated Transfer-Encoding": "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: xchunked\r\n\r\n",
 	} {
 		// 400, or 501 for a coding Go's server does not implement.
 		status, _ := rawExchange(t, p.Proxy, func(c net.Conn) { _, _ = io.WriteString(c, req) })
@@ -289,6 +288,29 @@ func TestHostileClients(t *testing.T) {
 	select {
 	case saw := <-upstreamSaw:
 		t.Errorf("a hostile request reached the upstream: %s", saw)
+	default:
+	}
+
+	// Both Content-Length and Transfer-Encoding, a request hidden in what
+	// the Content-Length counts as the body: served by the
+	// Transfer-Encoding, then the connection closes, unread.
+	c, err := net.Dial("tcp", p.Proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	all, _ := io.ReadAll(c)
+	if n := strings.Count(string(all), "HTTP/1.1 "); n != 1 || !strings.HasPrefix(string(all), "HTTP/1.1 200") {
+		t.Errorf("Content-Length and Transfer-Encoding: %d answers (%q), want one 200 and the connection closed", n, all)
+	}
+	if saw := <-upstreamSaw; saw != "POST /v1/chat/completions " {
+		t.Errorf("the upstream saw %q, want the request read by its Transfer-Encoding", saw)
+	}
+	select {
+	case saw := <-upstreamSaw:
+		t.Errorf("a hidden request reached the upstream: %s", saw)
 	default:
 	}
 }

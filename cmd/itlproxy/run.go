@@ -161,9 +161,6 @@ func (s *server) warnAtStart() {
 		s.log.Warn("ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY is set: the upstream's TLS certificate is NOT verified; " +
 			"anyone on the path to it can read and alter every request and response")
 	}
-	if off := proxy.PartsOff(); off != "" {
-		s.log.Warn("benchmark build: parts of the measurement are switched off, its metrics are incomplete", zap.String("parts_off", off))
-	}
 }
 
 // run serves until ctx is canceled, then shuts down gracefully. started,
@@ -203,6 +200,9 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		IdleTimeout:       s.cfg.ClientIdleTimeout,
 		MaxHeaderBytes:    int(s.cfg.MaxHeaderBytes),
 		ErrorLog:          httpLog,
+		// The proxy answers OPTIONS * itself, closing the connection when
+		// its framing asks for it, as after every other request.
+		DisableGeneralOptionsHandler: true,
 	}
 	adminSrv := &http.Server{
 		Handler:           s.adminRoutes(),
@@ -213,7 +213,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		s.history = &history{g: s.reg}
 		go s.history.run(ctx)
 	}
-	serve := s.listenProtocols(proxySrv, &proxyLn)
+	serve := s.listenProtocols(proxySrv)
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- serve(proxyLn) }()
 	go func() { serveErr <- adminSrv.Serve(adminLn) }()
@@ -289,15 +289,12 @@ func (s *server) shutdown(proxySrv, adminSrv *http.Server, p *proxy.Proxy, faile
 
 // listenProtocols sets up the proxy listener's protocols and returns how
 // to serve it. With TLS: HTTPS with HTTP/2 and HTTP/1.1 by ALPN. Without:
-// HTTP/1.1 behind the framing guard (which only cleartext lets it read),
-// and cleartext HTTP/2 too when ITLPROXY_H2C is set.
-func (s *server) listenProtocols(srv *http.Server, ln *net.Listener) func(net.Listener) error {
+// HTTP/1.1, and cleartext HTTP/2 too when ITLPROXY_H2C is set.
+func (s *server) listenProtocols(srv *http.Server) func(net.Listener) error {
 	if s.cfg.listenerTLS != nil {
 		srv.TLSConfig = s.cfg.listenerTLS
 		return func(l net.Listener) error { return srv.ServeTLS(l, "", "") }
 	}
-	*ln = proxy.GuardListener(*ln)
-	srv.ConnContext = proxy.ConnContext
 	if s.cfg.H2C {
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)

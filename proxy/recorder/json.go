@@ -21,6 +21,7 @@ type entryJSON struct {
 	TTFT         *float64  `json:"ttft_seconds"`
 	TPOT         *float64  `json:"tpot_seconds"`
 	OutputTokens *int64    `json:"output_tokens"`
+	ITLObjective *float64  `json:"itl_objective_seconds"`
 	Gaps         int       `json:"gaps"`
 	LongestGap   float64   `json:"longest_gap_seconds"`
 	LongestGapAt int       `json:"longest_gap_index"`
@@ -52,6 +53,9 @@ func (e *Entry) MarshalJSON() ([]byte, error) {
 	}
 	if e.OutputTokens >= 0 {
 		j.OutputTokens = &e.OutputTokens
+	}
+	if e.ITLObjective > 0 {
+		j.ITLObjective = known(e.ITLObjective)
 	}
 	for i, g := range e.Timeline {
 		j.Timeline[i] = gapJSON{Seconds: g.Length.Seconds(), Tokens: g.Tokens}

@@ -33,20 +33,24 @@ type Stream struct {
 	// TTFT and TPOT are -1 when unknown; OutputTokens too.
 	TTFT, TPOT   time.Duration
 	OutputTokens int64
+	// ITLObjective is the ITL objective the stream was judged by (those in
+	// force when it started), 0 for none.
+	ITLObjective time.Duration
+	// Gaps counts every gap; LongestGap is the longest, LongestGapAt its
+	// index from 1 (the gap that ends the token at position
+	// LongestGapAt+1).
+	Gaps         int
+	LongestGap   time.Duration
+	LongestGapAt int
 }
 
 // Entry is one recorded stream. It is never changed once recorded.
 type Entry struct {
 	Stream
-	// Gaps counts every gap; Timeline holds the first Options.MaxGaps,
-	// and Rest sums up the others.
-	Gaps int
-	// LongestGap is the longest gap, LongestGapAt its index from 1 (the
-	// gap that ends the token at position LongestGapAt+1).
-	LongestGap   time.Duration
-	LongestGapAt int
-	Timeline     []Gap
-	Rest         Rest
+	// Timeline holds the first Options.MaxGaps gaps, and Rest sums up the
+	// others.
+	Timeline []Gap
+	Rest     Rest
 }
 
 // End is when the stream ended.
@@ -55,7 +59,6 @@ func (e *Entry) End() time.Time { return e.Start.Add(e.Duration) }
 // Recorder is the record. Its methods are safe for concurrent use.
 type Recorder struct {
 	opts Options
-	pool sync.Pool
 	now  func() time.Time
 
 	mu     sync.Mutex
@@ -68,7 +71,6 @@ type Recorder struct {
 // New returns an empty recorder bounded by o.
 func New(o Options) *Recorder {
 	r := &Recorder{opts: o, now: time.Now, last: make([]*Entry, 0, o.Last)}
-	r.pool.New = func() any { return newTimeline(o.MaxGaps) }
 	r.byGap = ranking{max: o.Slowest, key: func(e *Entry) time.Duration { return e.LongestGap }}
 	r.byTTFT = ranking{max: o.Slowest, key: func(e *Entry) time.Duration { return e.TTFT }}
 	return r
@@ -77,17 +79,17 @@ func New(o Options) *Recorder {
 // Options returns the recorder's bounds.
 func (r *Recorder) Options() Options { return r.opts }
 
-// Start returns a timeline for a stream that begins; Record gives it back.
-// A nil Recorder returns nil.
+// Start returns a timeline for a stream that begins, to hand to Record
+// when it ends. A nil Recorder returns nil.
 func (r *Recorder) Start() *Timeline {
 	if r == nil {
 		return nil
 	}
-	return r.pool.Get().(*Timeline)
+	return &Timeline{max: r.opts.MaxGaps}
 }
 
 // Record records a stream that ended, with its timeline t (nil when it
-// had no event stream), and takes t back.
+// had no event stream), whose gaps the entry takes.
 func (r *Recorder) Record(t *Timeline, s Stream) {
 	if r == nil {
 		return
@@ -99,10 +101,8 @@ func (r *Recorder) Record(t *Timeline, s Stream) {
 	}
 	e := &Entry{Stream: s}
 	if t != nil {
-		e.Gaps, e.LongestGap, e.LongestGapAt, e.Rest = t.count, t.longest, t.longestAt, t.rest
-		e.Timeline = slices.Clone(t.gaps)
-		t.reset()
-		r.pool.Put(t)
+		e.Timeline, e.Rest = t.gaps, t.rest
+		*t = Timeline{}
 	}
 	now := r.now()
 	r.mu.Lock()
@@ -125,37 +125,53 @@ func (r *Recorder) Record(t *Timeline, s Stream) {
 }
 
 // ranking keeps up to max entries with the largest key among those that
-// ended after a moving instant.
+// ended after a moving instant. It remembers its lowest key and its
+// earliest end, so that a stream that does not rank, in a window with
+// nothing to expire, is turned away without a scan.
 type ranking struct {
 	max     int
 	key     func(*Entry) time.Duration
 	entries []*Entry
+	low     int       // the index of the entry with the lowest key, when full
+	oldest  time.Time // the earliest end among entries
 }
 
 // offer drops the entries that ended before since, then keeps e if it
 // ranks.
 func (k *ranking) offer(e *Entry, since time.Time) {
-	k.expire(since)
+	if k.oldest.Before(since) {
+		k.expire(since)
+	}
 	if k.max <= 0 {
 		return
 	}
-	if len(k.entries) < k.max {
+	switch {
+	case len(k.entries) < k.max:
 		k.entries = append(k.entries, e)
+	case k.key(e) > k.key(k.entries[k.low]):
+		k.entries[k.low] = e
+	default:
 		return
 	}
-	low := 0
-	for i, o := range k.entries {
-		if k.key(o) < k.key(k.entries[low]) {
-			low = i
-		}
-	}
-	if k.key(e) > k.key(k.entries[low]) {
-		k.entries[low] = e
-	}
+	k.rescan()
 }
 
 func (k *ranking) expire(since time.Time) {
 	k.entries = slices.DeleteFunc(k.entries, func(e *Entry) bool { return e.End().Before(since) })
+	k.rescan()
+}
+
+// rescan finds the lowest key and the earliest end again.
+func (k *ranking) rescan() {
+	k.low, k.oldest = 0, time.Time{}
+	for i, o := range k.entries {
+		if k.key(o) < k.key(k.entries[k.low]) {
+			k.low = i
+		}
+		if end := o.End(); i == 0 || end.Before(k.oldest) {
+			k.oldest = end
+		}
+	}
 }
 
 // sorted returns the ranking's entries that ended after since, largest

@@ -12,14 +12,21 @@ import (
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // stream records a stream named id that started at start, lasted 1s and
-// had the given gaps (in ms), with ttft in ms (-1: none).
+// had the given gaps (in ms), with ttft in ms (-1: none), summed up as the
+// proxy sums a stream's gaps up.
 func stream(r *Recorder, id string, start time.Time, ttftMS int, gapsMS ...int) {
 	tl := r.Start()
-	for _, g := range gapsMS {
-		tl.Gap(time.Duration(g)*time.Millisecond, 1)
+	s := Stream{RequestID: id, Model: "m", Outcome: "completed", Start: start, Duration: time.Second,
+		TTFT: time.Duration(ttftMS) * time.Millisecond, TPOT: -1, OutputTokens: int64(len(gapsMS) + 1)}
+	for i, g := range gapsMS {
+		d := time.Duration(g) * time.Millisecond
+		tl.Gap(d, 1)
+		s.Gaps++
+		if d > s.LongestGap {
+			s.LongestGap, s.LongestGapAt = d, i+1
+		}
 	}
-	r.Record(tl, Stream{RequestID: id, Model: "m", Outcome: "completed", Start: start, Duration: time.Second,
-		TTFT: time.Duration(ttftMS) * time.Millisecond, TPOT: -1, OutputTokens: int64(len(gapsMS) + 1)})
+	r.Record(tl, s)
 }
 
 func ids(es []*Entry) string {
@@ -46,7 +53,7 @@ func TestTimelineKeepsUpToItsCapThenSummarizes(t *testing.T) {
 	if want := (Rest{Gaps: 2, Total: 100 * time.Millisecond, Longest: 70 * time.Millisecond, Tokens: 2}); e.Rest != want {
 		t.Errorf("rest %+v, want %+v", e.Rest, want)
 	}
-	// The pooled timeline starts empty for the next stream.
+	// The next stream's timeline starts empty.
 	stream(r, "b", t0, 100, 5)
 	if e := r.Get("b"); e.Gaps != 1 || len(e.Timeline) != 1 || e.Rest != (Rest{}) || e.LongestGapAt != 1 {
 		t.Errorf("second stream: %+v", e)
@@ -130,20 +137,20 @@ func TestStreamsFilter(t *testing.T) {
 func TestEntryJSON(t *testing.T) {
 	r := New(Options{Last: 2, MaxGaps: 1})
 	stream(r, "a", t0, 120, 10, 30)
-	r.Record(nil, Stream{RequestID: "b", Start: t0, TTFT: -1, TPOT: -1, OutputTokens: -1})
+	r.Record(nil, Stream{RequestID: "b", Start: t0, TTFT: -1, TPOT: -1, OutputTokens: -1, ITLObjective: 50 * time.Millisecond})
 	got, err := json.Marshal(r.Get("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := `{"request_id":"a","model":"m","endpoint":"","tenant":"","class":"","start":"2026-01-02T03:04:05Z",` +
 		`"duration_seconds":1,"outcome":"completed","ttft_seconds":0.12,"tpot_seconds":null,"output_tokens":3,` +
-		`"gaps":2,"longest_gap_seconds":0.03,"longest_gap_index":2,"timeline":[{"seconds":0.01,"tokens":1}],` +
+		`"itl_objective_seconds":null,"gaps":2,"longest_gap_seconds":0.03,"longest_gap_index":2,"timeline":[{"seconds":0.01,"tokens":1}],` +
 		`"rest":{"gaps":1,"total_seconds":0.03,"longest_seconds":0.03,"tokens":1}}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 	got, _ = json.Marshal(r.Get("b"))
-	if !strings.Contains(string(got), `"ttft_seconds":null,"tpot_seconds":null,"output_tokens":null`) || !strings.Contains(string(got), `"timeline":[]`) {
+	if !strings.Contains(string(got), `"ttft_seconds":null,"tpot_seconds":null,"output_tokens":null,"itl_objective_seconds":0.05`) || !strings.Contains(string(got), `"timeline":[]`) {
 		t.Errorf("unknowns: %s", got)
 	}
 }
@@ -178,9 +185,9 @@ func TestMemoryAtTheBound(t *testing.T) {
 		}
 		// The first Slowest rank by gap, the next Slowest by TTFT; the
 		// rest in neither.
-		ttft := time.Duration(0)
+		ttft, longest := time.Duration(0), time.Duration(o.MaxGaps+10+i)*time.Millisecond
 		if i >= o.Slowest {
-			tl.longest = 0
+			longest = 0
 		}
 		if i >= o.Slowest && i < 2*o.Slowest {
 			ttft = time.Hour + time.Duration(i)
@@ -188,7 +195,7 @@ func TestMemoryAtTheBound(t *testing.T) {
 		r.Record(tl, Stream{
 			RequestID: id(i, "request"), SessionID: id(i, "session"), TraceID: id(i, "trace"),
 			Model: id(i, "model"), Endpoint: id(i, "endpoint"), Tenant: id(i, "tenant"), Class: id(i, "class"), Outcome: id(i, "outcome"),
-			Start: now, TTFT: ttft, TPOT: time.Millisecond,
+			Start: now, TTFT: ttft, TPOT: time.Millisecond, Gaps: o.MaxGaps + 10, LongestGap: longest,
 		})
 	}
 	runtime.GC()
@@ -211,32 +218,32 @@ func TestMemoryAtTheBound(t *testing.T) {
 }
 
 // A timeline starts small and grows as its stream does, never past
-// MaxGaps; a buffer that grew is reused as it is, so that recording the
-// same stream again allocates nothing.
+// MaxGaps; the recorded entry takes its buffer as it is, without a copy.
 func TestTimelineGrowsToMaxGaps(t *testing.T) {
 	r := New(Options{Last: 1, MaxGaps: 300})
 	tl := r.Start()
+	tl.Gap(time.Millisecond, 1)
 	if cap(tl.gaps) != startGaps {
 		t.Fatalf("a new timeline holds %d gaps, want %d", cap(tl.gaps), startGaps)
 	}
-	for i := range 1000 {
-		tl.Gap(time.Duration(i+1)*time.Millisecond, 1)
+	for i := range 999 {
+		tl.Gap(time.Duration(i+2)*time.Millisecond, 1)
 	}
-	if len(tl.gaps) != 300 || cap(tl.gaps) != 300 || tl.rest.Gaps != 700 || tl.count != 1000 {
-		t.Fatalf("kept %d (cap %d), %d in the rest, %d counted; want 300, 300, 700, 1000", len(tl.gaps), cap(tl.gaps), tl.rest.Gaps, tl.count)
+	if len(tl.gaps) != 300 || cap(tl.gaps) != 300 || tl.rest.Gaps != 700 {
+		t.Fatalf("kept %d (cap %d), %d in the rest; want 300, 300, 700", len(tl.gaps), cap(tl.gaps), tl.rest.Gaps)
 	}
 	for i, g := range tl.gaps {
 		if g.Length != time.Duration(i+1)*time.Millisecond {
 			t.Fatalf("gap [%d] is %v: the growth lost or moved gaps", i, g.Length)
 		}
 	}
-	tl.reset()
-	if n := testing.AllocsPerRun(5, func() {
-		tl.reset()
-		for range 300 {
-			tl.Gap(time.Millisecond, 1)
-		}
-	}); n != 0 {
-		t.Errorf("a reused timeline allocated %v times for 300 gaps", n)
+	kept := &tl.gaps[0]
+	r.Record(tl, Stream{RequestID: "a", Gaps: 1000})
+	if e := r.Get("a"); len(e.Timeline) != 300 || &e.Timeline[0] != kept || e.Rest.Gaps != 700 {
+		t.Errorf("the entry holds %d gaps (its own copy: %v), %d in the rest; want the timeline's 300, not copied, and 700",
+			len(e.Timeline), &e.Timeline[0] != kept, e.Rest.Gaps)
+	}
+	if tl.gaps != nil || tl.rest != (Rest{}) {
+		t.Error("the timeline still holds what the entry took")
 	}
 }

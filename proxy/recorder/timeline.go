@@ -18,30 +18,23 @@ type Rest struct {
 	Tokens  int64
 }
 
-// Timeline is one stream's gaps as they happen. Its gap buffer starts at
-// startGaps and doubles as the stream needs, up to Options.MaxGaps; it is
-// reused from stream to stream through the recorder's pool, so that once
-// the pool holds buffers as long as the streams, recording a gap never
-// allocates, and a stream in flight holds no more than its own length
-// (within a factor of two) however large MaxGaps is. A nil Timeline
-// records nothing. It is used by one goroutine at a time.
+// Timeline is one stream's gaps as they happen: the first Options.MaxGaps
+// one by one, the rest summed up. Its gap buffer starts at startGaps and
+// doubles as the stream needs, up to MaxGaps, so that a stream in flight
+// holds no more than its own length (within a factor of two) however
+// large MaxGaps is; the recorded entry takes the buffer when the stream
+// ends. A nil Timeline records nothing. It is used by one goroutine at a
+// time.
 type Timeline struct {
-	gaps      []Gap // len ≤ cap ≤ max
-	max       int   // Options.MaxGaps
-	count     int   // every gap, kept or summarized
-	longest   time.Duration
-	longestAt int // the longest gap's index, from 1
-	rest      Rest
+	gaps []Gap // len ≤ cap ≤ max
+	max  int   // Options.MaxGaps
+	rest Rest
 }
 
 // Gap records a gap of d ending with an event of tokens tokens.
 func (t *Timeline) Gap(d time.Duration, tokens int64) {
 	if t == nil {
 		return
-	}
-	t.count++
-	if d > t.longest {
-		t.longest, t.longestAt = d, t.count
 	}
 	if len(t.gaps) == cap(t.gaps) && cap(t.gaps) < t.max {
 		t.grow()
@@ -56,22 +49,13 @@ func (t *Timeline) Gap(d time.Duration, tokens int64) {
 	t.rest.Tokens += tokens
 }
 
-// startGaps is a new timeline's buffer, in gaps: a typical answer's
+// startGaps is a timeline's first buffer, in gaps: a typical answer's
 // length, a kilobyte.
 const startGaps = 64
 
-func newTimeline(max int) *Timeline {
-	return &Timeline{gaps: make([]Gap, 0, min(startGaps, max)), max: max}
-}
-
-// grow doubles the gap buffer, within max.
+// grow doubles the gap buffer (or makes the first), within max.
 func (t *Timeline) grow() {
-	gaps := make([]Gap, len(t.gaps), min(2*cap(t.gaps), t.max))
+	gaps := make([]Gap, len(t.gaps), min(max(2*cap(t.gaps), startGaps), t.max))
 	copy(gaps, t.gaps)
 	t.gaps = gaps
-}
-
-func (t *Timeline) reset() {
-	gaps, max := t.gaps[:0], t.max
-	*t = Timeline{gaps: gaps, max: max}
 }
