@@ -8,36 +8,41 @@
 //
 // # How a request flows
 //
-//   - route: chi sends POST /v1/chat/completions, /v1/completions,
-//     /v1/responses and /v1/messages to the measured handler, each with its
-//     events.Endpoint; everything else is forwarded and counted under the
-//     endpoint "other", not measured.
+//   - route: chi sends the measured routes (DefaultRoutes: the OpenAI and
+//     Anthropic APIs and the servers' native ones, with Config.Routes) to
+//     the measured handler, each with its events.Endpoint; everything else
+//     is forwarded and counted under the endpoint "other", not measured.
+//     OPTIONS * is answered here, and a request that arrived with a
+//     Transfer-Encoding closes its connection after the response
+//     (smuggling.go).
 //   - inspect: the measured handler reads the request body, up to
 //     Config.MaxRequestBytes, for its model, stream flag and user
 //     (events.InspectRequest), and replays the same bytes to the upstream
 //     (or, with Config.InjectUsage, the body asking for usage).
-//   - exchange: an exchange follows the request from then to the end of
-//     its response, on the handler's goroutine; a request that asks for a
-//     stream counts as a stream from the start (metrics.Stream).
+//   - exchange (exchange.go): built in one place from one request value,
+//     it follows the request to the end of its response, on the handler's
+//     goroutine; a request that asks for a stream counts as a stream from
+//     the start (metrics.Stream).
 //   - reverse proxy: httputil.ReverseProxy sends the request (Rewrite) and,
 //     through ModifyResponse, hands the response headers to the exchange.
-//   - response body reader: for an event stream, the exchange wraps the
-//     body in a reader that returns every byte as read and, on the side,
-//     feeds each read to the stream's meter; a non-streamed JSON body is
-//     copied, up to the event bound, to read its usage at the end.
-//   - meter: the meter splits and classifies the events
-//     (events.StreamScanner) and records, as they arrive, TTFT, each ITL
-//     gap and the tokens per event on the stream's metrics.Stream.
+//   - response body reader (stream.go): for an event stream, the exchange
+//     wraps the body in a reader that returns every byte as read and, per
+//     read, stamps it and queues it for the measurer; a non-streamed JSON
+//     body is copied, up to the event bound, to read its usage at the end.
+//   - measurer (measure.go): off the forwarding goroutine, in batches of
+//     many streams' reads, the meter splits and classifies the events
+//     (events.StreamScanner) and records TTFT, each ITL gap and the tokens
+//     per event on the stream's metrics.Stream, each read at its own stamp.
 //   - finish: when the handler returns (a clean end, an upstream failure or
-//     a client that went away), the meter's end record (outcome, usage,
-//     TPOT, ...) is recorded on the metrics.Stream, with the request's
-//     count, duration and tokens.
+//     a client that went away), the meter measures what is still queued,
+//     then its end record (outcome, usage, TPOT, ...) is recorded on the
+//     metrics.Stream, with the request's count, duration and tokens.
 //   - span (trace.go), when Config.Tracer is set: the request's server
 //     span starts with the exchange, a child of the client's traceparent;
-//     Rewrite makes it the upstream request's parent; per gap the meter
-//     keeps only the longest and the few notable ones (stalls, ITL
-//     objective breaches); finish sets its attributes from the end record
-//     and ends it.
+//     Rewrite makes it the upstream request's parent; the meter keeps only
+//     the notable gaps (stalls, ITL objective breaches), and finish sets
+//     its attributes from the end record and the stream's gap summary, and
+//     ends it.
 //
 // # Clocks
 //

@@ -9,9 +9,11 @@
 //
 // How data flows: the proxy takes a Timeline from [Recorder.Start] when a
 // response turns out to be an event stream, appends each gap to it as the
-// meter measures it (no allocation: the timeline is a pooled buffer sized
-// at the cap), and hands it back with the stream's end record to
-// [Recorder.Record] when the exchange finishes. The admin listener reads
-// the record through the query functions (the JSON of /debug/streams and
-// the live page).
+// meter measures it (its buffer starts at 64 gaps and doubles as the
+// stream needs, up to the cap, so that a gap costs no allocation once the
+// buffer has room), and hands it to [Recorder.Record] with the stream's end
+// record (its outcome, timing, gap summary and the ITL objective it was
+// judged by) when the exchange finishes; the entry takes the timeline's
+// buffer. The admin listener reads the record through the query functions
+// (the JSON of /debug/streams and the live page).
 package recorder

@@ -167,7 +167,7 @@ func TestIDsAreCut(t *testing.T) {
 // TestMemoryAtTheBound fills a recorder with the default bounds to the
 // brim (every entry distinct, ids at their longest, timelines full) and
 // measures the heap it holds: it must stay under Options.MemoryBound,
-// which the README states.
+// which docs/debugging.md states.
 func TestMemoryAtTheBound(t *testing.T) {
 	o := Options{Last: 1000, Slowest: 100, Window: time.Hour, MaxGaps: 256}
 	id := func(i int, what string) string { return fmt.Sprintf("%s-%0*d", what, MaxIDBytes-len(what)-1, i) }
