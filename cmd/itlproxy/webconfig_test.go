@@ -196,6 +196,43 @@ func TestWebConfigReread(t *testing.T) {
 	if code, _ := served("prometheus", "second-password"); code != 200 {
 		t.Errorf("the user kept: %d, want 200", code)
 	}
+
+	// A broken file fails new handshakes, the probes' too, until it is
+	// fixed.
+	fixed := readFile(t, vol.path("web.yml"))
+	vol.editUnseen("web.yml", []byte("tls_server_config: [\n"))
+	if _, err := client.Get("https://" + in.admin + "/healthz"); err == nil {
+		t.Error("a handshake succeeded with a broken web configuration file")
+	}
+	vol.editUnseen("web.yml", fixed)
+	if code, _ := served("grafana", "third-password"); code != 200 {
+		t.Errorf("the file fixed: %d, want 200", code)
+	}
+}
+
+// TestWebConfigBrokenWhileServing: without TLS, a web configuration file
+// broken while itlproxy serves makes the protected paths answer 500, and
+// exporter-toolkit's log line saying why is in itlproxy's log; the probes
+// still answer; the file fixed, the paths are served again.
+func TestWebConfigBrokenWhileServing(t *testing.T) {
+	vol := newConfigMapDir(t, webFiles(t, "", "", map[string]string{"prometheus": "a-password"}))
+	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": "http://127.0.0.1:1", "ITLPROXY_WEB_CONFIG_FILE": vol.path("web.yml")})
+	metrics := "http://" + in.admin + "/metrics"
+	fixed := readFile(t, vol.path("web.yml"))
+	vol.swap(map[string][]byte{"web.yml": []byte("basic_auth_users: [\n")})
+	if a := ask(t, http.DefaultClient, http.MethodGet, metrics, "prometheus", "a-password"); a.code != http.StatusInternalServerError {
+		t.Errorf("/metrics with a broken file: %d, want 500", a.code)
+	}
+	if a := ask(t, http.DefaultClient, http.MethodGet, "http://"+in.admin+"/readyz", "", ""); a.code != http.StatusOK {
+		t.Errorf("/readyz with a broken file: %d, want 200", a.code)
+	}
+	if !containsLine(in.stderr.String(), `"logger":"admin"`, "Unable to parse configuration", "yaml: line 1") {
+		t.Errorf("the broken file is not in the log:\n%s", in.stderr)
+	}
+	vol.swap(map[string][]byte{"web.yml": fixed})
+	if a := ask(t, http.DefaultClient, http.MethodGet, metrics, "prometheus", "a-password"); a.code != http.StatusOK {
+		t.Errorf("/metrics with the file fixed: %d, want 200", a.code)
+	}
 }
 
 // TestWebConfigRefused: the real main exits 2 on a web configuration file
