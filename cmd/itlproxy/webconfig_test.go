@@ -307,3 +307,32 @@ func TestDocumentedHashCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestWebConfigClientCertificates: with a client CA and
+// RequireAndVerifyClientCert, a client presenting a certificate of that CA
+// is served and one presenting none fails the handshake, the probes
+// included, as the start-up warning says.
+func TestWebConfigClientCertificates(t *testing.T) {
+	pki := newPKI(t)
+	_, certFile, keyFile := pki.issue("admin", x509.ExtKeyUsageServerAuth)
+	clientCert, _, _ := pki.issue("prometheus", x509.ExtKeyUsageClientAuth)
+	files := webFiles(t, certFile, keyFile, nil)
+	files["ca.crt"] = readFile(t, pki.caFile)
+	files["web.yml"] = append(files["web.yml"], "  client_ca_file: ca.crt\n  client_auth_type: RequireAndVerifyClientCert\n"...)
+	vol := newConfigMapDir(t, files)
+	withCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{clientCert}}}}
+	defer withCert.CloseIdleConnections()
+	in := startAdmin(t, nil, map[string]string{
+		"ITLPROXY_UPSTREAM_URL":    "http://127.0.0.1:1",
+		"ITLPROXY_WEB_CONFIG_FILE": vol.path("web.yml"),
+	}, "https", withCert)
+	if a := ask(t, withCert, http.MethodGet, "https://"+in.admin+"/metrics", "", ""); a.code != http.StatusOK {
+		t.Errorf("/metrics with a client certificate: %d, want 200", a.code)
+	}
+	if _, err := tlsClient(pki).Get("https://" + in.admin + "/readyz"); err == nil {
+		t.Error("a client without a certificate was served")
+	}
+	if !containsLine(in.stderr.String(), `"level":"warn"`, "requires a client certificate of every connection") {
+		t.Errorf("no warning that the probes present no certificate:\n%s", in.stderr)
+	}
+}
