@@ -18,7 +18,7 @@ import (
 // webConfig is what the admin listener's web configuration file
 // (ITLPROXY_WEB_CONFIG_FILE) said when itlproxy started. exporter-toolkit
 // re-reads the file itself while serving; this is only for the start-up
-// warnings and the scheme the demo prints.
+// warnings and log line, and the scheme the demo prints.
 type webConfig struct {
 	file string
 	// tls: the file sets tls_server_config, so the admin listener speaks
