@@ -22,7 +22,10 @@ import (
 type config struct {
 	UpstreamURL string `env:"ITLPROXY_UPSTREAM_URL" help:"URL of the LLM server: http or https, with an optional base path (http://127.0.0.1:8000, https://api.example.com/openai). Required, except in demo mode."`
 	ListenAddr  string `env:"ITLPROXY_LISTEN_ADDR" envDefault:":8080" help:"Address of the proxy listener: proxied traffic only."`
-	AdminAddr   string `env:"ITLPROXY_ADMIN_ADDR" envDefault:":9090" help:"Address of the admin listener: /metrics, /healthz, /readyz, POST /-/reload, the live page at / and /debug/streams."`
+	AdminAddr   string `env:"ITLPROXY_ADMIN_ADDR" envDefault:":9090" help:"Address of the admin listener: /metrics, /healthz, /readyz, the live page at / and /debug/streams, POST /-/reload (with ITLPROXY_WEB_ENABLE_LIFECYCLE) and /debug/pprof/ (with ITLPROXY_PPROF)."`
+
+	WebConfigFile      string `env:"ITLPROXY_WEB_CONFIG_FILE" help:"Web configuration file of the admin listener, the format Prometheus and its exporters take with --web.config.file (exporter-toolkit): tls_server_config (certificate and key files, optional client CA for mTLS), basic_auth_users (user: bcrypt hash), http_server_config. With users, every admin path but /healthz and /readyz (left open for probes) requires their credentials; with a certificate, the whole admin listener speaks HTTPS only. Re-read at every request and TLS handshake: a changed password or a rotated certificate takes effect without a restart (whether the listener speaks TLS is decided at start). Unset: plain HTTP, no credentials. See docs/admin-access.md."`
+	WebEnableLifecycle bool   `env:"ITLPROXY_WEB_ENABLE_LIFECYCLE" envDefault:"false" help:"Serve POST /-/reload on the admin listener, as Prometheus' --web.enable-lifecycle. Off, it answers 403 and reloads nothing; SIGHUP and changes to the watched files reload them either way."`
 
 	Models    []string `env:"ITLPROXY_MODELS" help:"Comma-separated allow-list of model label values; other models are labelled _other. Empty: any model, up to ITLPROXY_MAX_MODELS."`
 	MaxModels int      `env:"ITLPROXY_MAX_MODELS" envDefault:"32" help:"Distinct model label values kept when there is no allow-list; later models are labelled _other."`
@@ -59,7 +62,7 @@ type config struct {
 	SLOITL         time.Duration `env:"ITLPROXY_SLO_ITL" help:"Default inter-token latency objective of every model, per gap (e.g. 50ms). Unset: none."`
 	SLOTPOT        time.Duration `env:"ITLPROXY_SLO_TPOT" help:"Default time-per-output-token objective of every model (e.g. 40ms). Unset: none."`
 	SLOMaxGap      time.Duration `env:"ITLPROXY_SLO_MAX_GAP" help:"Default longest-gap objective of every model, per stream (e.g. 2s): a stream whose longest gap exceeds it misses. Unset: none."`
-	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model and per-class objectives, over the defaults above (see docs/slos.md). Re-read when it changes, on SIGHUP and on POST /-/reload."`
+	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model and per-class objectives, over the defaults above (see docs/slos.md). Re-read when it changes, on SIGHUP and on POST /-/reload (with ITLPROXY_WEB_ENABLE_LIFECYCLE)."`
 	StallThreshold time.Duration `env:"ITLPROXY_STALL_THRESHOLD" envDefault:"2s" help:"A gap between tokens longer than this counts as a stall (itlproxy_stalls_total). 0: none."`
 
 	ClassHeader  string   `env:"ITLPROXY_CLASS_HEADER" envDefault:"X-SLO-Class" help:"Request header that names the request's service class; classes not defined in ITLPROXY_SLO_FILE are labelled default."`
@@ -104,6 +107,8 @@ type config struct {
 	// tlsFiles are the certificate files both take, re-read when they
 	// change.
 	tlsFiles []*tlsFile
+	// web is what ITLPROXY_WEB_CONFIG_FILE said at start.
+	web webConfig
 }
 
 // byteSize is a size in bytes, written as a whole number with an optional
@@ -184,6 +189,11 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 		problems = append(problems, err)
 	} else if pair != nil {
 		cfg.listenerTLS, cfg.tlsFiles = listenerTLS, append(cfg.tlsFiles, pair)
+	}
+	if web, problem := loadWebConfig(cfg.WebConfigFile); problem != "" {
+		problems = append(problems, problem)
+	} else {
+		cfg.web = web
 	}
 	if routes, err := proxy.ParseRoutes(cfg.Routes); err != nil {
 		for line := range strings.SplitSeq(err.Error(), "\n") {

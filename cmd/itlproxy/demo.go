@@ -70,10 +70,10 @@ func (s *server) runDemo(ctx context.Context, stdout io.Writer) error {
 		loadCtx, cancel := context.WithCancel(ctx)
 		target := "http://" + loopback(proxyAddr)
 		if s.recorder != nil {
-			fmt.Fprintf(stdout, "live page: http://%s/ (open it in a browser)\n", loopback(adminAddr))
+			fmt.Fprintf(stdout, "live page: %s://%s/ (open it in a browser)\n", s.cfg.adminScheme(), loopback(adminAddr))
 		}
 		fmt.Fprintf(stdout, "itlproxy demo: proxy on %s, simulated upstream on %s, %d clients\n", target, simLn.Addr(), s.cfg.DemoClients)
-		fmt.Fprintf(stdout, "metrics: curl -s http://%s/metrics | grep itlproxy_\n", loopback(adminAddr))
+		fmt.Fprintf(stdout, "metrics: curl -s %s://%s/metrics | grep itlproxy_\n", s.cfg.adminScheme(), loopback(adminAddr))
 		fmt.Fprintf(stdout, "try:     curl -N %s/v1/chat/completions -d '{\"model\":%q,\"stream\":true,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'\n\n",
 			target, sim.Models()[0])
 		var wg sync.WaitGroup

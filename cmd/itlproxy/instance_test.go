@@ -55,6 +55,13 @@ func (in *instance) wait(limit time.Duration) error {
 // waits until /readyz answers.
 func start(t *testing.T, args []string, environ map[string]string) *instance {
 	t.Helper()
+	return startAdmin(t, args, environ, "http", http.DefaultClient)
+}
+
+// startAdmin is start with an admin listener that client reaches with
+// scheme: https when the web configuration file sets a certificate.
+func startAdmin(t *testing.T, args []string, environ map[string]string, scheme string, client *http.Client) *instance {
+	t.Helper()
 	in := &instance{t: t, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, finished: make(chan struct{})}
 	env := map[string]string{"ITLPROXY_LISTEN_ADDR": "127.0.0.1:0", "ITLPROXY_ADMIN_ADDR": "127.0.0.1:0"}
 	for k, v := range environ {
@@ -75,7 +82,7 @@ func start(t *testing.T, args []string, environ map[string]string) *instance {
 		if in.admin == "" {
 			in.proxy, in.admin = startedAddrs(in.stderr.String())
 		}
-		resp, err := http.Get("http://" + in.admin + "/readyz")
+		resp, err := client.Get(scheme + "://" + in.admin + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

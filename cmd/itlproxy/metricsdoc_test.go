@@ -205,12 +205,13 @@ func everyFamily(t *testing.T) scrape.Families {
 	}))
 	defer up.Close()
 	in := start(t, nil, map[string]string{
-		"ITLPROXY_UPSTREAM_URL":       up.URL,
-		"ITLPROXY_SLO_FILE":           slo,
-		"ITLPROXY_STALL_THRESHOLD":    "40ms",
-		"ITLPROXY_TENANT_HEADER":      "X-Team",
-		"ITLPROXY_UPSTREAM_CA_FILE":   ca,
-		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL,
+		"ITLPROXY_UPSTREAM_URL":         up.URL,
+		"ITLPROXY_SLO_FILE":             slo,
+		"ITLPROXY_STALL_THRESHOLD":      "40ms",
+		"ITLPROXY_TENANT_HEADER":        "X-Team",
+		"ITLPROXY_UPSTREAM_CA_FILE":     ca,
+		"ITLPROXY_WEB_ENABLE_LIFECYCLE": "true",
+		"OTEL_EXPORTER_OTLP_ENDPOINT":   collector.URL,
 	})
 
 	// A session whose second stream is much slower than its first:

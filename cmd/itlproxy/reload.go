@@ -31,7 +31,9 @@ const settleDelay = 100 * time.Millisecond
 // and the TLS certificate files. It re-reads them when their directory
 // changes (a Kubernetes ConfigMap or Secret volume swaps a ..data symlink
 // in the directory, so the files themselves never see an event), on
-// SIGHUP, and on POST /-/reload.
+// SIGHUP, and on POST /-/reload when the lifecycle endpoint is on. (The
+// admin listener's web configuration file is not among them:
+// exporter-toolkit re-reads it at every request and handshake.)
 type reloader struct {
 	cfg      config
 	log      *zap.Logger
@@ -118,8 +120,15 @@ func (r *reloader) reloadSLOs(trigger string, onlyChanged bool) error {
 }
 
 // ServeHTTP is POST /-/reload: 200 when every file is in effect, 500 with
-// the reasons a file is refused.
+// the reasons a file is refused; 403, reloading nothing, unless
+// ITLPROXY_WEB_ENABLE_LIFECYCLE is set (as Prometheus refuses it without
+// --web.enable-lifecycle).
 func (r *reloader) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	if !r.cfg.WebEnableLifecycle {
+		http.Error(w, "POST /-/reload is off: set ITLPROXY_WEB_ENABLE_LIFECYCLE=true to serve it "+
+			"(SIGHUP and changes to the files reload them without it)", http.StatusForbidden)
+		return
+	}
 	if err := r.reload("http", false); err != nil {
 		http.Error(w, "refused, what is in use stays:\n"+err.Error(), http.StatusInternalServerError)
 		return

@@ -82,7 +82,8 @@ func TestReloadSLOFile(t *testing.T) {
 	release := sync.OnceFunc(func() { close(up.release) })
 	defer release() // before Close, which waits for the held stream
 	vol := newConfigMapDir(t, map[string][]byte{"slo.yaml": []byte("default: {itl: 20ms}\n")})
-	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": upSrv.URL, "ITLPROXY_SLO_FILE": vol.path("slo.yaml")})
+	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": upSrv.URL, "ITLPROXY_SLO_FILE": vol.path("slo.yaml"),
+		"ITLPROXY_WEB_ENABLE_LIFECYCLE": "true"})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("itlproxy's log:\n%s", in.stderr)

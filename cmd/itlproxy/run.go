@@ -161,6 +161,9 @@ func (s *server) warnAtStart() {
 		s.log.Warn("ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY is set: the upstream's TLS certificate is NOT verified; " +
 			"anyone on the path to it can read and alter every request and response")
 	}
+	for _, w := range s.cfg.web.warnings() {
+		s.log.Warn(w)
+	}
 }
 
 // run serves until ctx is canceled, then shuts down gracefully. started,
@@ -216,12 +219,13 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	serve := s.listenProtocols(proxySrv)
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- serve(proxyLn) }()
-	go func() { serveErr <- adminSrv.Serve(adminLn) }()
+	go func() { serveErr <- s.serveAdmin(adminSrv, adminLn) }()
 	s.ready.Store(true)
 	s.log.Info("itlproxy started",
 		zap.String("version", version),
 		zap.Stringer("proxy_addr", proxyLn.Addr()),
 		zap.Stringer("admin_addr", adminLn.Addr()),
+		zap.String("admin_scheme", s.cfg.adminScheme()),
 		zap.String("upstream", upstreamForLog(upstream)))
 
 	stopStarted := func() {}
@@ -320,16 +324,9 @@ func (s *server) adminRoutes() http.Handler {
 		Registry:          s.reg,
 	}))
 	r.Method(http.MethodPost, "/-/reload", s.reload)
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.ready.Load() {
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ready\n")
-	})
+	for path, probe := range s.probes() {
+		r.Get(path, probe)
+	}
 	s.streamRoutes(r)
 	if s.cfg.Pprof {
 		// Only here, on the admin listener, and only when asked: profiles
@@ -342,4 +339,19 @@ func (s *server) adminRoutes() http.Handler {
 		r.HandleFunc("/debug/pprof/{profile}", pprof.Index)
 	}
 	return r
+}
+
+// healthz answers the liveness probe: the process serves.
+func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+// readyz answers the readiness probe: 503 from the start of the shutdown,
+// so that load balancers stop sending first.
+func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if !s.ready.Load() {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = io.WriteString(w, "ready\n")
 }

@@ -101,9 +101,10 @@ func TestListenerCertificateRotation(t *testing.T) {
 	defer release() // before Close, which waits for the held stream
 	vol := newConfigMapDir(t, pairFiles(t, firstCert, firstKey))
 	in := start(t, nil, map[string]string{
-		"ITLPROXY_UPSTREAM_URL":  up.URL,
-		"ITLPROXY_TLS_CERT_FILE": vol.path("tls.crt"),
-		"ITLPROXY_TLS_KEY_FILE":  vol.path("tls.key"),
+		"ITLPROXY_UPSTREAM_URL":         up.URL,
+		"ITLPROXY_TLS_CERT_FILE":        vol.path("tls.crt"),
+		"ITLPROXY_TLS_KEY_FILE":         vol.path("tls.key"),
+		"ITLPROXY_WEB_ENABLE_LIFECYCLE": "true",
 	})
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pki.pool}, ForceAttemptHTTP2: true}}
 	defer client.CloseIdleConnections()

@@ -32,6 +32,18 @@ type Prometheus struct {
 // evaluating ruleFiles every second, and waits until it is ready.
 func StartPrometheus(t testing.TB, target string, ruleFiles ...string) *Prometheus {
 	t.Helper()
+	return StartPrometheusScraping(t, fmt.Sprintf(`  - job_name: itlproxy
+    static_configs:
+      - targets: [%q]
+`, target), ruleFiles...)
+}
+
+// StartPrometheusScraping runs Prometheus with scrapeConfigs, the list of
+// scrape_configs in YAML (each item indented by two spaces), scraping every
+// second and evaluating ruleFiles every second, and waits until it is
+// ready.
+func StartPrometheusScraping(t testing.TB, scrapeConfigs string, ruleFiles ...string) *Prometheus {
+	t.Helper()
 	bin := testenv.LookPath(t, "prometheus", InstallPrometheus)
 	dir := t.TempDir()
 	var rules strings.Builder
@@ -47,10 +59,7 @@ func StartPrometheus(t testing.TB, target string, ruleFiles ...string) *Promethe
   evaluation_interval: 1s
 rule_files:
 %sscrape_configs:
-  - job_name: itlproxy
-    static_configs:
-      - targets: [%q]
-`, rules.String(), target)
+%s`, rules.String(), scrapeConfigs)
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -163,4 +172,21 @@ func (p *Prometheus) Alerts() []Alert {
 	}
 	p.api("/api/v1/alerts", nil, &data)
 	return data.Alerts
+}
+
+// Target is an active scrape target's state.
+type Target struct {
+	Labels    map[string]string `json:"labels"`
+	Health    string            `json:"health"`
+	LastError string            `json:"lastError"`
+}
+
+// Targets returns the active scrape targets.
+func (p *Prometheus) Targets() []Target {
+	p.t.Helper()
+	var data struct {
+		ActiveTargets []Target `json:"activeTargets"`
+	}
+	p.api("/api/v1/targets", url.Values{"state": {"active"}}, &data)
+	return data.ActiveTargets
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,7 +60,7 @@ func checkGateway(t *testing.T, r *rendered, d *appsv1.Deployment, vals map[stri
 	if c.RestartPolicy != nil {
 		t.Errorf("restartPolicy %s on a plain container", *c.RestartPolicy)
 	}
-	env, proxyPort, adminPort := checkContainer(t, r, pod, c)
+	env, proxyPort, adminPort, web := checkContainer(t, r, pod, c)
 	if env["ITLPROXY_UPSTREAM_URL"] != "http://vllm.llm.svc:8000" {
 		t.Errorf("ITLPROXY_UPSTREAM_URL=%q, want the model Service of the values", env["ITLPROXY_UPSTREAM_URL"])
 	}
@@ -86,9 +87,9 @@ func checkGateway(t *testing.T, r *rendered, d *appsv1.Deployment, vals map[stri
 	checkSpread(t, d)
 	checkHPA(t, r, d, vals["gateway"].(map[string]any)["autoscaling"] != nil)
 	if len(r.serviceMonitors) > 0 {
-		checkServiceMonitor(t, r, d, c, adminPort)
+		checkServiceMonitor(t, r, d, c, adminPort, web)
 	} else {
-		checkPodMonitor(t, r, d, c, adminPort)
+		checkPodMonitor(t, r, d, c, adminPort, web)
 	}
 }
 
@@ -154,7 +155,7 @@ func checkHPA(t *testing.T, r *rendered, d *appsv1.Deployment, enabled bool) {
 // checkServiceMonitor wants a ServiceMonitor selecting a Service of the
 // gateway's pods whose port, named by the monitor, targets itlproxy's
 // admin port, scraping /metrics with honorLabels (see checkPodMonitor).
-func checkServiceMonitor(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.Container, adminPort int32) {
+func checkServiceMonitor(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.Container, adminPort int32, web adminWeb) {
 	t.Helper()
 	for _, sm := range r.serviceMonitors {
 		sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
@@ -174,6 +175,11 @@ func checkServiceMonitor(t *testing.T, r *rendered, d *appsv1.Deployment, c core
 				if !e.HonorLabels {
 					t.Errorf("ServiceMonitor %s: honorLabels is false: itlproxy's endpoint label would become exported_endpoint", sm.Name)
 				}
+				var tlsConfig *monitoringv1.SafeTLSConfig
+				if e.TLSConfig != nil {
+					tlsConfig = &e.TLSConfig.SafeTLSConfig
+				}
+				checkScrapeAuth(t, "ServiceMonitor "+sm.Name, e.Scheme, tlsConfig, e.BasicAuth, web)
 				return
 			}
 		}

@@ -49,6 +49,7 @@ type rendered struct {
 	deployments []*appsv1.Deployment
 	services    []*corev1.Service
 	configMaps  map[string]*corev1.ConfigMap
+	secrets     map[string]*corev1.Secret
 	podMonitors []*monitoringv1.PodMonitor
 	rules       []*monitoringv1.PrometheusRule
 	// Only the Helm chart renders these.
@@ -58,7 +59,7 @@ type rendered struct {
 }
 
 func newRendered() *rendered {
-	return &rendered{configMaps: map[string]*corev1.ConfigMap{}}
+	return &rendered{configMaps: map[string]*corev1.ConfigMap{}, secrets: map[string]*corev1.Secret{}}
 }
 
 // add files obj under its type.
@@ -71,6 +72,8 @@ func (r *rendered) add(obj runtime.Object) {
 		r.services = append(r.services, o)
 	case *corev1.ConfigMap:
 		r.configMaps[o.Name] = o
+	case *corev1.Secret:
+		r.secrets[o.Name] = o
 	case *monitoringv1.PodMonitor:
 		r.podMonitors = append(r.podMonitors, o)
 	case *monitoringv1.PrometheusRule:

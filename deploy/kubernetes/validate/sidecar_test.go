@@ -2,6 +2,7 @@ package validate
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"net"
 	"net/url"
@@ -60,19 +61,22 @@ func checkSidecar(t *testing.T, r *rendered, d *appsv1.Deployment) {
 	if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("itlproxy restartPolicy = %s, want Always (a native sidecar)", deref(c.RestartPolicy))
 	}
-	env, proxyPort, adminPort := checkContainer(t, r, pod, c)
+	env, proxyPort, adminPort, web := checkContainer(t, r, pod, c)
 	checkUpstream(t, pod, env["ITLPROXY_UPSTREAM_URL"])
 	checkService(t, r, d, c, proxyPort, adminPort)
-	checkPodMonitor(t, r, d, c, adminPort)
+	checkPodMonitor(t, r, d, c, adminPort, web)
 }
 
 // checkContainer checks what the itlproxy container c of pod must be
 // wherever it runs (the sidecar, the chart's gateway): a pinned image, a
 // proxy and an admin port it listens on, probes on the admin port, the
 // locked-down security context, resources, a shutdown that fits the grace
-// period, an SLO file from a rendered ConfigMap and a session header. It
-// returns the container's effective environment and its two ports.
-func checkContainer(t *testing.T, r *rendered, pod corev1.PodSpec, c corev1.Container) (env map[string]string, proxyPort, adminPort int32) {
+// period, an SLO file from a rendered ConfigMap, a session header, and a
+// web configuration file that itlproxy would take, when one is set, with
+// probes of the scheme it makes the admin port speak. It returns the
+// container's effective environment, its two ports and what the web
+// configuration file says.
+func checkContainer(t *testing.T, r *rendered, pod corev1.PodSpec, c corev1.Container) (env map[string]string, proxyPort, adminPort int32, web adminWeb) {
 	t.Helper()
 	checkImage(t, c.Image)
 
@@ -87,8 +91,9 @@ func checkContainer(t *testing.T, r *rendered, pod corev1.PodSpec, c corev1.Cont
 	env = effectiveEnv(t, r, c)
 	checkListen(t, env, "ITLPROXY_LISTEN_ADDR", proxyPort)
 	checkListen(t, env, "ITLPROXY_ADMIN_ADDR", adminPort)
-	checkProbe(t, "readiness", c.ReadinessProbe, "/readyz", c, adminPort)
-	checkProbe(t, "liveness", c.LivenessProbe, "/healthz", c, adminPort)
+	web = checkWebConfig(t, r, pod, c, env["ITLPROXY_WEB_CONFIG_FILE"])
+	checkProbe(t, "readiness", c.ReadinessProbe, "/readyz", c, adminPort, web.probeScheme())
+	checkProbe(t, "liveness", c.LivenessProbe, "/healthz", c, adminPort, web.probeScheme())
 	checkSecurity(t, c.SecurityContext)
 	checkResources(t, c.Resources)
 	checkShutdown(t, env, pod.TerminationGracePeriodSeconds)
@@ -96,7 +101,7 @@ func checkContainer(t *testing.T, r *rendered, pod corev1.PodSpec, c corev1.Cont
 	if env["ITLPROXY_SESSION_HEADER"] == "" {
 		t.Error("ITLPROXY_SESSION_HEADER is not set")
 	}
-	return env, proxyPort, adminPort
+	return env, proxyPort, adminPort, web
 }
 
 // deref shows what p points to, or "unset".
@@ -156,7 +161,9 @@ func checkListen(t *testing.T, env map[string]string, key string, port int32) {
 	}
 }
 
-func checkProbe(t *testing.T, kind string, p *corev1.Probe, wantPath string, c corev1.Container, adminPort int32) {
+// checkProbe wants probe p to get wantPath on the admin port with scheme
+// (HTTP unset, as the kubelet defaults it).
+func checkProbe(t *testing.T, kind string, p *corev1.Probe, wantPath string, c corev1.Container, adminPort int32, scheme corev1.URIScheme) {
 	t.Helper()
 	if p == nil || p.HTTPGet == nil {
 		t.Errorf("%s probe %+v: want an HTTP GET of %s on the admin port", kind, p, wantPath)
@@ -164,6 +171,9 @@ func checkProbe(t *testing.T, kind string, p *corev1.Probe, wantPath string, c c
 	}
 	if p.HTTPGet.Path != wantPath || portNumber(c, p.HTTPGet.Port) != adminPort {
 		t.Errorf("%s probe gets %s on port %s: want %s on the admin port (%d)", kind, p.HTTPGet.Path, p.HTTPGet.Port.String(), wantPath, adminPort)
+	}
+	if got := cmp.Or(p.HTTPGet.Scheme, corev1.URISchemeHTTP); got != scheme {
+		t.Errorf("%s probe's scheme is %s: the admin port speaks %s", kind, got, scheme)
 	}
 }
 
@@ -391,7 +401,7 @@ func checkService(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.Cont
 // Operator sets an "endpoint" target label (the port's name), which would
 // otherwise rename itlproxy's own endpoint label to exported_endpoint and
 // break every query and dashboard that filters on it.
-func checkPodMonitor(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.Container, adminPort int32) {
+func checkPodMonitor(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.Container, adminPort int32, web adminWeb) {
 	t.Helper()
 	for _, pm := range r.podMonitors {
 		sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
@@ -407,6 +417,7 @@ func checkPodMonitor(t *testing.T, r *rendered, d *appsv1.Deployment, c corev1.C
 				if !e.HonorLabels {
 					t.Errorf("PodMonitor %s: honorLabels is false: itlproxy's endpoint label would become exported_endpoint", pm.Name)
 				}
+				checkScrapeAuth(t, "PodMonitor "+pm.Name, e.Scheme, e.TLSConfig, e.BasicAuth, web)
 				return
 			}
 		}

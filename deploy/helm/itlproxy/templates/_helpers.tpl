@@ -61,11 +61,20 @@ env:
     value: {{ .Values.shutdown.delay | quote }}
   - name: ITLPROXY_SHUTDOWN_TIMEOUT
     value: {{ .Values.shutdown.timeout | quote }}
-# On the admin port: the proxy port carries only proxied traffic.
+  {{- if .Values.web.enabled }}
+  - name: ITLPROXY_WEB_CONFIG_FILE
+    value: /etc/itlproxy-web/web.yml
+  {{- end }}
+# On the admin port: the proxy port carries only proxied traffic. The
+# probes' paths answer without credentials, over the same TLS as the rest
+# (the kubelet does not verify the certificate).
 readinessProbe:
   httpGet:
     path: /readyz
     port: admin
+    {{- if include "itlproxy.web.https" . }}
+    scheme: HTTPS
+    {{- end }}
   periodSeconds: 5
   timeoutSeconds: 2
   failureThreshold: 2
@@ -73,6 +82,9 @@ livenessProbe:
   httpGet:
     path: /healthz
     port: admin
+    {{- if include "itlproxy.web.https" . }}
+    scheme: HTTPS
+    {{- end }}
   periodSeconds: 10
   timeoutSeconds: 2
   failureThreshold: 3
@@ -92,12 +104,65 @@ volumeMounts:
   - name: itlproxy-slo
     mountPath: /etc/itlproxy
     readOnly: true
+  {{- if .Values.web.enabled }}
+  - name: itlproxy-web
+    mountPath: /etc/itlproxy-web
+    readOnly: true
+  {{- end }}
 {{- end -}}
 
+{{/* The SLO file's volume and, with web.enabled, the web configuration
+file's: one directory projecting the chart's Secret (web.yml) and the
+certificate's Secret (tls.crt, tls.key, and ca.crt when cert-manager wrote
+it), which the file names by relative paths. The kubelet updates both in
+place: itlproxy takes them at the next request and handshake. */}}
 {{- define "itlproxy.volumes" -}}
 - name: itlproxy-slo
   configMap:
     name: {{ include "itlproxy.fullname" . }}-slo
+{{- if .Values.web.enabled }}
+- name: itlproxy-web
+  projected:
+    sources:
+      - secret:
+          name: {{ include "itlproxy.fullname" . }}-web
+      {{- if include "itlproxy.web.https" . }}
+      - secret:
+          name: {{ required "web.tlsSecret: the kubernetes.io/tls Secret of the admin port's certificate, which web.config's tls_server_config names (a cert-manager Certificate writes one)" .Values.web.tlsSecret }}
+      {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* "true" when the admin port speaks HTTPS: the web configuration sets a
+certificate. */}}
+{{- define "itlproxy.web.https" -}}
+{{- if and .Values.web.enabled (hasKey .Values.web.config "tls_server_config") -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* How the monitor authenticates to the admin port, with web.enabled: the
+scheme, tlsConfig and basicAuth of its endpoint, in the Prometheus
+Operator's terms. */}}
+{{- define "itlproxy.monitor.web" -}}
+{{- $m := .Values.monitoring.monitor -}}
+{{- $tlsConfig := get $m "tlsConfig" -}}
+{{- $basicAuth := get $m "basicAuth" -}}
+{{- if include "itlproxy.web.https" . }}
+scheme: https
+{{- if not $tlsConfig }}
+{{- fail "monitoring.monitor.tlsConfig: the admin port speaks HTTPS (web.config sets tls_server_config): say how Prometheus verifies its certificate, e.g. {ca: {secret: {name: <web.tlsSecret>, key: ca.crt}}, serverName: <a name in the certificate>}" }}
+{{- end }}
+tlsConfig:
+  {{- toYaml $tlsConfig | nindent 2 }}
+{{- end }}
+{{- if and .Values.web.enabled (get .Values.web.config "basic_auth_users") }}
+{{- if not $basicAuth }}
+{{- fail "monitoring.monitor.basicAuth: the admin port asks for the credentials of web.config's basic_auth_users: name the Secret that holds Prometheus' user name and password, e.g. {username: {name: itlproxy-scrape, key: username}, password: {name: itlproxy-scrape, key: password}}" }}
+{{- end }}
+basicAuth:
+  {{- toYaml $basicAuth | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/* The sidecar snippet, to merge into another chart's pod spec: the native
