@@ -32,8 +32,8 @@ type Config struct {
 	// StreamIdleTimeout ends an event stream whose upstream sends nothing
 	// for that long; 0 means never.
 	StreamIdleTimeout time.Duration
-	// Transport carries requests to the upstream. Nil means transport.New
-	// without a timeout.
+	// Transport carries requests to the upstream. Nil means
+	// transport.NewLean without a timeout.
 	Transport http.RoundTripper
 	// SessionHeader names the request header that carries a session id;
 	// SessionFromUser falls back to the request body's "user" field.
@@ -87,7 +87,7 @@ func New(cfg Config, m *metrics.Metrics, log *zap.Logger) *Proxy {
 	}
 	rt := cfg.Transport
 	if rt == nil {
-		rt = transport.New(0, nil)
+		rt = transport.NewLean(0, nil)
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

@@ -253,7 +253,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 func (s *server) newProxy(upstream *url.URL) *proxy.Proxy {
 	return proxy.New(proxy.Config{
 		Upstream:          upstream,
-		Transport:         transport.New(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
+		Transport:         transport.NewLean(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
 		MaxRequestBytes:   int64(s.cfg.MaxRequestBytes),
 		MaxEventBytes:     int(s.cfg.MaxEventBytes),
 		StreamIdleTimeout: s.cfg.StreamIdleTimeout,

@@ -28,3 +28,17 @@ func New(timeout time.Duration, tlsConfig *tls.Config) *http.Transport {
 	}
 	return t
 }
+
+// NewLean returns the proxy's transport to the upstream: Lean for
+// cleartext HTTP/1.1, over New's transport for everything else, with the
+// same dialing, idle connections and header timeout.
+func NewLean(timeout time.Duration, tlsConfig *tls.Config) *Lean {
+	t := New(timeout, tlsConfig)
+	return &Lean{
+		Dial:                  t.DialContext,
+		ResponseHeaderTimeout: timeout,
+		MaxIdlePerHost:        t.MaxIdleConnsPerHost,
+		IdleTimeout:           t.IdleConnTimeout,
+		Fallback:              t,
+	}
+}
