@@ -17,11 +17,15 @@ type Route struct {
 	API  string // a key of apis
 }
 
-// routeAPI is what a route serves: the endpoint whose reader measures it,
-// and how a request says it wants a stream.
+// routeAPI is what a route serves: the endpoint whose reader measures it
+// (or, for a path two servers share, that the body tells it), and how a
+// request says it wants a stream.
 type routeAPI struct {
-	endpoint events.Endpoint // Other: TGI or SGLang, as the body says (generateAPI)
-	stream   streamRule
+	endpoint events.Endpoint
+	// byBody: TGI's or SGLang's /generate, as the body says (generateAPI);
+	// endpoint is unused.
+	byBody bool
+	stream streamRule
 }
 
 type streamRule uint8
@@ -44,7 +48,7 @@ var apis = map[string]routeAPI{
 	"tgi_generate_stream": {endpoint: events.TGIGenerate, stream: streamAlways},
 	"llamacpp_completion": {endpoint: events.LlamaCppCompletion},
 	"sglang_generate":     {endpoint: events.SGLangGenerate},
-	"generate":            {endpoint: events.Other},
+	"generate":            {byBody: true},
 }
 
 // DefaultRoutes are the paths each server serves its API on. TGI and
@@ -108,7 +112,7 @@ func apiNames() []string {
 func (a routeAPI) inspect(body []byte) (events.Endpoint, events.Request) {
 	info, _ := events.InspectRequest(body)
 	endpoint := a.endpoint
-	if endpoint == events.Other {
+	if a.byBody {
 		endpoint = generateAPI(info)
 	}
 	switch a.stream {

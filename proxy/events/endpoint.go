@@ -46,16 +46,6 @@ func (e Endpoint) Label() string {
 	return labels[Other]
 }
 
-// ParseEndpoint returns the endpoint whose label is label.
-func ParseEndpoint(label string) (Endpoint, bool) {
-	for e, l := range labels {
-		if l == label {
-			return Endpoint(e), true
-		}
-	}
-	return Other, false
-}
-
 // NDJSON reports whether the endpoint streams newline-delimited JSON
 // (application/x-ndjson) rather than server-sent events.
 func (e Endpoint) NDJSON() bool { return e == OllamaChat || e == OllamaGenerate }
