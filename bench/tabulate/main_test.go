@@ -88,7 +88,7 @@ func TestRatios(t *testing.T) {
 		t.Error("a ratio to a target that did not run")
 	}
 	md := res.markdown()
-	for _, want := range []string{"| 400 | itlproxy | 10 | 0 | 0 | 200000 |", "+0.50 |\n", "| CPU per token event within 1.5× nginx's at 400 and 1,000 streams | 1.50× at 400 | met |"} {
+	for _, want := range []string{"| 400 | itlproxy | 10 | 0 | 0 | 200000 |", "+0.50 |\n", "| CPU per token event within 1.3× nginx's at 400 and 1,000 streams | 1.50× at 400 | **missed**: 1.50× at 400 |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the tables lack %q:\n%s", want, md)
 		}
