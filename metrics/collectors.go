@@ -73,6 +73,16 @@ func (m *Metrics) latencyCollectors(r *registrar, slos SLOs, stallThreshold time
 			"divided by N - 1, where N = usage.completion_tokens when the upstream reported usage, else "+
 			"the number of token-bearing events. One observation per stream with N >= 2, when it ends.",
 		withBounds(gapBuckets, slos.bounds(SLOTPOT)...), "model", "endpoint")
+	m.tpotByContext = r.histogram("time_per_output_token_by_context_seconds",
+		"Time per output token by the length of the stream's context: context is the band ("+
+			contextBandsHelp()+") of the input tokens the upstream reported, cached ones included "+
+			"(usage.prompt_tokens of chat and completions; input_tokens of the Responses API; Anthropic's "+
+			"input_tokens + cache_read_input_tokens + cache_creation_input_tokens; Ollama's "+
+			"prompt_eval_count; llama.cpp's tokens_evaluated; TGI's details.input_length; SGLang's "+
+			"meta_info.prompt_tokens), or "+contextUnknown+" when it reported none. Decode reads the whole "+
+			"context at every step, so TPOT grows with it. The same observations, clock and buckets as "+
+			"itlproxy_time_per_output_token_seconds: each one in exactly one band.",
+		withBounds(gapBuckets, slos.bounds(SLOTPOT)...), "model", "endpoint", "context")
 	m.duration = r.histogram("request_duration_seconds",
 		"Request duration: from the proxy receiving the request headers (t0) to the last byte of the "+
 			"response handed to the client, or to the request failing. Every request, streamed or not.",
@@ -111,8 +121,11 @@ func (m *Metrics) trafficCollectors(r *registrar) {
 			"streams, the number of token-bearing events.",
 		"model", "endpoint", "tenant")
 	m.inputTokens = r.counter("input_tokens_total",
-		"Input (prompt) tokens from the usage the upstream reported (usage.prompt_tokens, or "+
-			"input_tokens from the Responses and Messages APIs), when it reported usage.",
+		"Input (prompt) tokens from the usage the upstream reported, when it reported usage: every "+
+			"prompt token the model attended to, cached or not (usage.prompt_tokens of chat and "+
+			"completions, which counts cached tokens; input_tokens of the Responses API; Anthropic's "+
+			"input_tokens + cache_read_input_tokens + cache_creation_input_tokens; the native APIs' "+
+			"prompt_eval_count, tokens_evaluated, details.input_length or meta_info.prompt_tokens).",
 		"model", "endpoint", "tenant")
 	m.active = r.gauge("active_streams",
 		"Streams in flight: from the proxy receiving a stream request's headers (or, if the "+

@@ -47,6 +47,12 @@ var contract = []family{
 	{"itlproxy_time_per_output_token_seconds", typeHistogram, endpointModel, []string{
 		"the time from a stream's first token-bearing event to its last", "divided by N - 1",
 		"One observation per stream with N >= 2, when it ends"}},
+	{"itlproxy_time_per_output_token_by_context_seconds", typeHistogram, []string{"context", "endpoint", "model"}, []string{
+		"Time per output token by the length of the stream's context",
+		"context is the band (" + contextBandsHelp() + ") of the input tokens the upstream reported, cached ones included",
+		"Anthropic's input_tokens + cache_read_input_tokens + cache_creation_input_tokens",
+		"or " + contextUnknown + " when it reported none",
+		"each one in exactly one band"}},
 	{"itlproxy_request_duration_seconds", typeHistogram, []string{"endpoint", "model", "streaming"}, []string{
 		"from the proxy receiving the request headers (t0)",
 		"to the last byte of the response handed to the client, or to the request failing",
@@ -61,8 +67,8 @@ var contract = []family{
 		"output_tokens from the Responses and Messages APIs",
 		"else, for streams, the number of token-bearing events"}},
 	{"itlproxy_input_tokens_total", typeCounter, endpointModelTenant, []string{
-		"Input (prompt) tokens", "usage.prompt_tokens",
-		"input_tokens from the Responses and Messages APIs", "when it reported usage"}},
+		"Input (prompt) tokens", "when it reported usage", "cached or not", "usage.prompt_tokens",
+		"input_tokens of the Responses API", "Anthropic's input_tokens + cache_read_input_tokens + cache_creation_input_tokens"}},
 	{"itlproxy_active_streams", typeGauge, endpointModel, []string{
 		"Streams in flight", "from the proxy receiving a stream request's headers",
 		"the upstream's event-stream headers", "to the end of the response"}},

@@ -48,6 +48,8 @@
 //   - time_per_output_token_seconds {model, endpoint}: (last token-bearing
 //     event − first) / (N − 1), N the output tokens the upstream reported,
 //     else the token-bearing events; at the end of a stream with N ≥ 2.
+//   - time_per_output_token_by_context_seconds {model, endpoint, context}:
+//     the same TPOT, by the band of the input tokens the upstream reported.
 //   - request_duration_seconds {model, endpoint, streaming}: t0 to the last
 //     byte handed to the client, or to the request failing; every request.
 //   - active_streams {model, endpoint}: a gauge, up from StartStream to End.
@@ -97,6 +99,8 @@
 //     (a bearer token, an API key, a JWT); no tenant is [TenantNone].
 //   - load: the band of the streams of a model in flight, 1, 2, 3-4, 5-8,
 //     ..., 257-512, 513+.
+//   - context: the band of a stream's input tokens, 0-1k, 1k-4k, 4k-16k,
+//     16k-64k, 64k-256k, 256k+, or unknown.
 //   - position: the band of a token's output position in its stream, 1-32,
 //     33-128, 129-512, 513-2048, 2049+; turn: the band of a stream's turn in
 //     its session, 1, 2-4, 5-16, 17+.

@@ -106,6 +106,7 @@ type Metrics struct {
 	ttft          *prometheus.HistogramVec
 	itl           *prometheus.HistogramVec
 	tpot          *prometheus.HistogramVec
+	tpotByContext *prometheus.HistogramVec
 	duration      *prometheus.HistogramVec
 	requests      *prometheus.CounterVec
 	streams       *prometheus.CounterVec

@@ -201,6 +201,10 @@ type StreamEnd struct {
 	// its token-bearing events), -1 when unknown: the goodput of a stream
 	// that met its objectives.
 	OutputTokens int64
+	// InputTokens is the stream's input tokens as the upstream reported
+	// them, cached ones included, -1 when it reported none: the context
+	// band its TPOT is observed in.
+	InputTokens int64
 }
 
 // End records how the stream ended and, when known, its time per output
@@ -213,6 +217,7 @@ func (s *Stream) End(e StreamEnd) {
 	m.streams.WithLabelValues(l.Model, l.Endpoint, e.Outcome, l.Tenant).Inc()
 	if e.TPOT >= 0 {
 		m.tpot.WithLabelValues(l.Model, l.Endpoint).Observe(e.TPOT.Seconds())
+		m.tpotByContext.WithLabelValues(l.Model, l.Endpoint, contextBand(e.InputTokens)).Observe(e.TPOT.Seconds())
 		s.slo.judge(kindTPOT, e.TPOT)
 	}
 	if s.gaps > 0 {
