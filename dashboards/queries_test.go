@@ -23,8 +23,9 @@ func sessionGap(turn int) time.Duration {
 
 // models are the upstream's: a fast model, a spiky one (stalls), a flaky
 // one (503s and a malformed event), the fast and flaky ones slowing down
-// with every turn of a session, and a steady one, well within its ITL
-// objective at the load it gets, so that it has a capacity.
+// with every turn of a session, a steady one, well within its ITL
+// objective at the load it gets, so that it has a capacity, and one whose
+// events carry three tokens each and say so (speculative decoding).
 var models = map[string]e2e.Model{
 	"llama-fast": {TTFT: 40 * ms, Tokens: 30, Gap: sessionGap},
 	"qwen-spiky": {TTFT: 80 * ms, Tokens: 30, Gap: func(int) time.Duration {
@@ -35,14 +36,15 @@ var models = map[string]e2e.Model{
 	}},
 	"mixtral-flaky": {TTFT: 40 * ms, Tokens: 20, Gap: sessionGap, FailEvery: 4, Malformed: true},
 	"phi-steady":    {TTFT: 20 * ms, Tokens: 40, Gap: e2e.Uniform(4*ms, 8*ms)},
+	"qwen-spec":     {TTFT: 30 * ms, Tokens: 20, Gap: e2e.Uniform(15*ms, 25*ms), TokensPerEvent: 3},
 }
 
 // clients are the load: session clients on every model, completions,
 // non-streamed requests, a client that abandons its streams, two steady
-// streams, and a stream of Ollama's native API (whose server reports its
-// own decode timing).
+// streams, a stream of several tokens per event, and a stream of Ollama's
+// native API (whose server reports its own decode timing).
 func clients() []e2e.Client {
-	out := e2e.Streams(2, "phi-steady")
+	out := append(e2e.Streams(2, "phi-steady"), e2e.Streams(1, "qwen-spec")...)
 	for _, model := range []string{"llama-fast", "qwen-spiky", "mixtral-flaky"} {
 		for i := range 3 {
 			out = append(out, e2e.Client{Path: "/v1/chat/completions", Body: fmt.Sprintf(`{"model":%q,"stream":true}`, model), Session: fmt.Sprintf("%s-session-%d", model, i)})

@@ -75,7 +75,6 @@ type Stream struct {
 	exemplar prometheus.Labels // built at the first observation
 
 	tokensPerEvent prometheus.Observer
-	itlPerToken    prometheus.Observer
 
 	gaps     int
 	maxGap   time.Duration
@@ -97,7 +96,6 @@ func (m *Metrics) StartStream(l Labels, ids IDs) *Stream {
 		position: m.itlByPosition.WithLabelValues(l.Model, l.Endpoint, positionBands[0].label),
 
 		tokensPerEvent: m.tokensPerEvent.WithLabelValues(l.Model, l.Endpoint),
-		itlPerToken:    m.itlPerToken.WithLabelValues(l.Model, l.Endpoint),
 	}
 	s.slo = m.sloCountersOf(l)
 	s.obj = s.slo.obj
@@ -135,7 +133,8 @@ func (s *Stream) observe(o prometheus.Observer, v float64, withExemplar bool) {
 func (s *Stream) FirstToken(d time.Duration) {
 	s.ttftSeen = d
 	s.observe(s.ttft, d.Seconds(), true)
-	s.byLoad.ttft[s.ttftBand].Observe(d.Seconds())
+	_, ttft := s.byLoad.at(s.ttftBand)
+	ttft.Observe(d.Seconds())
 	s.slo.judge(kindTTFT, d)
 	if s.turn > 0 {
 		s.m.ttftByTurn.WithLabelValues(s.labels.Model, turnBands[bandOf(turnBands, s.turn)].label).Observe(d.Seconds())
@@ -157,7 +156,7 @@ func (s *Stream) Gap(d time.Duration, tokens int64) {
 	s.gaps++
 	s.observe(s.itl, d.Seconds(), s.gaps == 1 || float64(d) > exemplarStep*float64(s.maxGap))
 	if tokens > 0 {
-		s.itlPerToken.Observe(d.Seconds() / float64(tokens))
+		s.byLoad.perTokenObserver().Observe(d.Seconds() / float64(tokens))
 	}
 	s.maxGap = max(s.maxGap, d)
 	// The gap ends the token at position gaps+1.
@@ -166,7 +165,8 @@ func (s *Stream) Gap(d time.Duration, tokens int64) {
 		s.position = s.m.itlByPosition.WithLabelValues(s.labels.Model, s.labels.Endpoint, positionBands[s.band].label)
 	}
 	s.position.Observe(d.Seconds())
-	s.byLoad.itl[loadBand(s.load.streams.Load())].Observe(d.Seconds())
+	itl, _ := s.byLoad.at(loadBand(s.load.streams.Load()))
+	itl.Observe(d.Seconds())
 	s.sketch.add(d)
 	s.slo.judge(kindITL, d)
 	if s.stalls != nil && d > s.m.stallThreshold {

@@ -25,10 +25,12 @@ func TestCapacityInRealPrometheus(t *testing.T) {
 	})
 	prom := e2e.StartPrometheus(t, proxy.Admin, "rules.yaml")
 	base := "http://" + proxy.Proxy
-	// A first short round makes every band's series, so that Prometheus has
-	// a sample of each before the measured rounds add to it.
+	// A first short round at the highest load makes the series of every
+	// band up to it (a band's series appear when the load first reaches
+	// it), so that Prometheus has a sample of each before the measured
+	// rounds add to it.
 	up.Tokens = 2
-	up.Round(t, base, "m", 1)
+	up.Round(t, base, "m", 16)
 	e2e.WaitFor(t, "Prometheus to scrape the load bands", 20*time.Second, func() bool {
 		return len(prom.Query(`itlproxy_inter_token_latency_by_load_seconds_count{load="9-16"}`)) > 0
 	})
