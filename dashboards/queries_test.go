@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,8 +81,16 @@ var mayBeEmpty = map[string]string{}
 // TestDashboardQueriesInRealPrometheus runs every query of every dashboard,
 // with the variables set to All, against a real Prometheus that scrapes a
 // proxy under varied load and evaluates the rule file: none may fail, and
-// every one must return data but those mayBeEmpty names.
+// every one must return data but those mayBeEmpty names. It does so twice:
+// with classic histograms, and with native histograms on in Prometheus
+// and ITLPROXY_NATIVE_BREAKDOWNS on in the proxy, where Prometheus 2.42
+// stores every histogram as a native one only.
 func TestDashboardQueriesInRealPrometheus(t *testing.T) {
+	t.Run("classic", func(t *testing.T) { runDashboardQueries(t, false) })
+	t.Run("native", func(t *testing.T) { runDashboardQueries(t, true) })
+}
+
+func runDashboardQueries(t *testing.T, native bool) {
 	dashboards := loadDashboards(t)
 	up := httptest.NewServer(&e2e.Upstream{Models: models})
 	defer up.Close()
@@ -90,20 +99,35 @@ func TestDashboardQueriesInRealPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := e2e.Start(t, map[string]string{
-		"ITLPROXY_UPSTREAM_URL":    up.URL,
-		"ITLPROXY_SLO_TTFT":        "100ms",
-		"ITLPROXY_SLO_ITL":         "50ms",
-		"ITLPROXY_SLO_TPOT":        "40ms",
-		"ITLPROXY_SLO_FILE":        sloFile,
-		"ITLPROXY_STALL_THRESHOLD": "200ms",
+		"ITLPROXY_UPSTREAM_URL":      up.URL,
+		"ITLPROXY_SLO_TTFT":          "100ms",
+		"ITLPROXY_SLO_ITL":           "50ms",
+		"ITLPROXY_SLO_TPOT":          "40ms",
+		"ITLPROXY_SLO_FILE":          sloFile,
+		"ITLPROXY_STALL_THRESHOLD":   "200ms",
+		"ITLPROXY_NATIVE_BREAKDOWNS": strconv.FormatBool(native),
 	})
-	prom := e2e.StartPrometheus(t, proxy.Admin, rulesFile)
+	start := e2e.StartPrometheus
+	if native {
+		start = e2e.StartNativePrometheus
+	}
+	prom := start(t, proxy.Admin, rulesFile)
 	e2e.Load(t, proxy.Proxy, 15*time.Second, clients()...)
 	// Let Prometheus scrape the last of it and evaluate the rules on it.
 	e2e.WaitFor(t, "the recording rules to see the load", 10*time.Second, func() bool {
 		return len(prom.Query(`model:itlproxy_inter_token_latency_seconds:p99_rate5m`)) >= 3
 	})
 	time.Sleep(2 * time.Second)
+	if native {
+		// Prometheus holds the histograms in native form only: the queries
+		// below answer from native histograms.
+		if len(prom.Query(`itlproxy_inter_token_latency_by_load_seconds`)) == 0 {
+			t.Fatal("no native histogram stored")
+		}
+		if got := prom.Query(`count({__name__=~"itlproxy_.+_bucket"})`); len(got) > 0 {
+			t.Fatalf("classic buckets stored with native histograms on: %v", got)
+		}
+	}
 
 	total := 0
 	seen := map[string]bool{}

@@ -36,10 +36,9 @@ var (
 
 	// tpotBuckets: a stream's time per output token is the mean of its
 	// gaps, so it has neither their zero-length gaps nor their stalls:
-	// dense over the decode speeds of real deployments, 5 to 100 ms.
+	// dense over the decode speeds of real deployments, 10 to 50 ms.
 	tpotBuckets = []float64{
-		0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
-		0.1, 0.15, 0.25, 0.5,
+		0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.25, 0.5,
 	}
 
 	// breakdownGapBuckets: the gaps (and TPOT) broken down by load,
@@ -52,16 +51,17 @@ var (
 	// slowest step to a stall.
 	maxGapBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5}
 
-	// breakdownTTFTBuckets: TTFT broken down by load and by turn, from a
-	// prefill on an idle server to a wait behind a saturated batch.
-	breakdownTTFTBuckets = []float64{0.25, 1, 2.5, 10}
+	// breakdownTTFTBuckets: TTFT broken down by load and by turn: a
+	// prefill on an idle server, one behind a busy batch, a wait in a
+	// queue.
+	breakdownTTFTBuckets = []float64{0.25, 1, 4}
 
 	// spreadBuckets: a stream's p99 gap over its median, 1 for a perfectly
 	// steady stream.
-	spreadBuckets = []float64{1.5, 2, 3, 5, 10}
+	spreadBuckets = []float64{1.5, 2, 3, 5}
 
 	// ratioBuckets: a stream's median gap over its session's baseline.
-	ratioBuckets = []float64{0.9, 1.1, 1.5, 2, 3}
+	ratioBuckets = []float64{0.9, 1.1, 1.5, 2}
 
 	// tokenCountBuckets: tokens per event, 1 for one token per event; more
 	// with speculative decoding (a few) or stream intervals (tens). The
@@ -70,9 +70,7 @@ var (
 	tokenCountBuckets = []float64{1, 2, 4}
 
 	// durationBuckets cover health checks to long generations.
-	durationBuckets = []float64{
-		0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600,
-	}
+	durationBuckets = []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 600}
 )
 
 // Native histogram settings shared by every histogram: schema 3 (buckets

@@ -32,8 +32,11 @@
 // # Where each clock starts and stops
 //
 // t0 is the proxy receiving the request headers; an event is stamped when
-// it has been read whole from the upstream. Every histogram has classic
-// buckets shaped for LLM serving and native buckets (schema 3) together.
+// it has been read whole from the upstream. Every histogram has native
+// buckets (schema 3) and classic buckets shaped for LLM serving: fine for
+// ITL and TTFT, coarse for the breakdowns by band and turn, the stream
+// shapes and the engines' figures, which Options.NativeBreakdowns leaves
+// with native buckets only (docs/series-budget.md counts the series).
 // The families, all under the itlproxy_ namespace:
 //
 //   - time_to_first_token_seconds {model, endpoint}: t0 to the first
@@ -115,10 +118,11 @@
 // too; [SLOs.For] resolves each kind most specific first (class and model,
 // class, model, default). [LoadSLOFile] reads them from a YAML file, over
 // defaults from the environment. Each objective is a bucket bound of its
-// histograms, so that histogram_quantile and bucket ratios are exact at
-// it. As each model label value appears, slo_objective_seconds exports its
-// objectives in every class, and the breach and observation counters start
-// at 0; breaches are observations strictly over the objective, so the
+// main histogram (and an ITL objective of ITL by load, for the capacity),
+// so that histogram_quantile and bucket ratios are exact at it. As each
+// model label value appears, slo_objective_seconds exports its objectives
+// in every class, and a model's breach and observation counters start at
+// 0 (the catch-alls' with their first stream); breaches are observations strictly over the objective, so the
 // breach ratio is slo_breaches_total over slo_observations_total. A stream
 // that ends by any outcome but client_canceled is judged when its
 // objectives include a TTFT, TPOT or longest-gap one: met when it produced
@@ -142,8 +146,10 @@
 // this proxy (all endpoints, as active_streams counts them), up at
 // StartStream, down at End. A gap is observed in the band of that count
 // when it ends, the stream itself included; a TTFT in the band when the
-// stream started. The band lookup is a bit length and the band's series is
-// resolved when the stream starts: no lookup and no allocation per gap.
+// stream started. The band lookup is a bit length; a band's series are
+// made when the model's load first reaches it, with those of every band
+// under it, and a gap reads them from an array: no lookup, no lock and no
+// allocation per gap.
 //
 // # Sessions
 //

@@ -153,6 +153,7 @@ var configErrorCases = []struct {
 			"ITLPROXY_DEMO_CLIENTS":           "-3",
 			"ITLPROXY_SESSION_HEADER":         "X Session",
 			"ITLPROXY_SESSION_FROM_USER":      "yes",
+			"ITLPROXY_NATIVE_BREAKDOWNS":      "on",
 			"ITLPROXY_SESSION_MAX":            "0",
 			"ITLPROXY_SESSION_TTL":            "0s",
 			"ITLPROXY_SESSION_DEGRADE_FACTOR": "1",
@@ -162,6 +163,7 @@ var configErrorCases = []struct {
 			`ITLPROXY_MAX_EVENT_BYTES="1MB": not a size (e.g. 1048576, 512KiB, 32MiB)`,
 			`ITLPROXY_UPSTREAM_TIMEOUT="10": not a duration (e.g. 500ms, 30s, 10m)`,
 			`ITLPROXY_SHUTDOWN_TIMEOUT="soon": not a duration (e.g. 500ms, 30s, 10m)`,
+			`ITLPROXY_NATIVE_BREAKDOWNS="on": not true or false`,
 			`ITLPROXY_SESSION_FROM_USER="yes": not true or false`,
 			`ITLPROXY_UPSTREAM_URL="localhost:8000": scheme must be http or https`,
 			`ITLPROXY_LISTEN_ADDR="8080": not a host:port address (e.g. :8080, 127.0.0.1:8080)`,
@@ -270,24 +272,32 @@ func TestByteSize(t *testing.T) {
 	}
 }
 
-// TestEveryVariableDocumented: `itlproxy -h` and the README both list
-// every variable the configuration reads.
+// TestEveryVariableDocumented: `itlproxy -h` lists every variable the
+// configuration reads, and the README or a document of docs/ names it.
 func TestEveryVariableDocumented(t *testing.T) {
 	params, err := env.GetFieldParams(&config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	docs, err := filepath.Glob("../../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, f := range append(docs, "../../README.md") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.Write(b)
 	}
 	help := usage()
 	for _, p := range params {
 		if !strings.Contains(help, "  "+p.Key) {
 			t.Errorf("itlproxy -h does not list %s", p.Key)
 		}
-		if !strings.Contains(string(readme), "`"+p.Key+"`") {
-			t.Errorf("README does not list %s", p.Key)
+		if !strings.Contains(text.String(), "`"+p.Key+"`") {
+			t.Errorf("neither the README nor docs/ names %s", p.Key)
 		}
 	}
 }

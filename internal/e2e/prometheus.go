@@ -29,8 +29,23 @@ type Prometheus struct {
 }
 
 // StartPrometheus runs Prometheus scraping target every second and
-// evaluating ruleFiles every second, and waits until it is ready.
+// evaluating ruleFiles every second, and waits until it is ready. It
+// scrapes the text format and stores classic histograms.
 func StartPrometheus(t testing.TB, target string, ruleFiles ...string) *Prometheus {
+	t.Helper()
+	return startPrometheus(t, nil, target, ruleFiles)
+}
+
+// StartNativePrometheus is StartPrometheus with native histograms on
+// (--enable-feature=native-histograms): Prometheus 2.42 then asks for the
+// protobuf exposition and stores every histogram that has native buckets
+// as a native histogram only, without its classic series.
+func StartNativePrometheus(t testing.TB, target string, ruleFiles ...string) *Prometheus {
+	t.Helper()
+	return startPrometheus(t, []string{"--enable-feature=native-histograms"}, target, ruleFiles)
+}
+
+func startPrometheus(t testing.TB, flags []string, target string, ruleFiles []string) *Prometheus {
 	t.Helper()
 	bin := testenv.LookPath(t, "prometheus", InstallPrometheus)
 	dir := t.TempDir()
@@ -56,11 +71,11 @@ rule_files:
 	}
 	addr := FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--log.level=warn")
+	cmd := exec.CommandContext(ctx, bin, append([]string{
+		"--config.file=" + filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr,
+		"--log.level=warn"}, flags...)...)
 	var log bytes.Buffer // read only once the process has exited
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
