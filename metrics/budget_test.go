@@ -70,15 +70,16 @@ func (b budgetStream) decode(s *Stream) {
 	}
 }
 
+// end ends the stream as the proxy does: a stream that reported usage has
+// its tokens per event from it.
 func (b budgetStream) end(m *Metrics, l Labels, s *Stream) {
 	e := StreamEnd{Outcome: OutcomeCompleted, Events: int64(b.tokens), OutputTokens: int64(b.tokens), InputTokens: b.input,
 		TPOT: b.gap}
-	input := b.input
 	if b.input >= 0 {
 		e.AverageTokens = 1
 	}
 	s.End(e)
-	m.Tokens(l, input, int64(b.tokens))
+	m.Tokens(l, b.input, int64(b.tokens))
 	m.Request(l, true, 200, time.Second)
 }
 
