@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +24,9 @@ func sessionGap(turn int) time.Duration {
 
 // models are the upstream's: a fast model, a spiky one (stalls), a flaky
 // one (503s and a malformed event), the fast and flaky ones slowing down
-// with every turn of a session, and a steady one, well within its ITL
-// objective at the load it gets, so that it has a capacity.
+// with every turn of a session, a steady one, well within its ITL
+// objective at the load it gets, so that it has a capacity, and one whose
+// events carry three tokens each and say so (speculative decoding).
 var models = map[string]e2e.Model{
 	"llama-fast": {TTFT: 40 * ms, Tokens: 30, Gap: sessionGap},
 	"qwen-spiky": {TTFT: 80 * ms, Tokens: 30, Gap: func(int) time.Duration {
@@ -35,14 +37,15 @@ var models = map[string]e2e.Model{
 	}},
 	"mixtral-flaky": {TTFT: 40 * ms, Tokens: 20, Gap: sessionGap, FailEvery: 4, Malformed: true},
 	"phi-steady":    {TTFT: 20 * ms, Tokens: 40, Gap: e2e.Uniform(4*ms, 8*ms)},
+	"qwen-spec":     {TTFT: 30 * ms, Tokens: 20, Gap: e2e.Uniform(15*ms, 25*ms), TokensPerEvent: 3},
 }
 
 // clients are the load: session clients on every model, completions,
 // non-streamed requests, a client that abandons its streams, two steady
-// streams, and a stream of Ollama's native API (whose server reports its
-// own decode timing).
+// streams, a stream of several tokens per event, and a stream of Ollama's
+// native API (whose server reports its own decode timing).
 func clients() []e2e.Client {
-	out := e2e.Streams(2, "phi-steady")
+	out := append(e2e.Streams(2, "phi-steady"), e2e.Streams(1, "qwen-spec")...)
 	for _, model := range []string{"llama-fast", "qwen-spiky", "mixtral-flaky"} {
 		for i := range 3 {
 			out = append(out, e2e.Client{Path: "/v1/chat/completions", Body: fmt.Sprintf(`{"model":%q,"stream":true}`, model), Session: fmt.Sprintf("%s-session-%d", model, i)})
@@ -78,8 +81,16 @@ var mayBeEmpty = map[string]string{}
 // TestDashboardQueriesInRealPrometheus runs every query of every dashboard,
 // with the variables set to All, against a real Prometheus that scrapes a
 // proxy under varied load and evaluates the rule file: none may fail, and
-// every one must return data but those mayBeEmpty names.
+// every one must return data but those mayBeEmpty names. It does so twice:
+// with classic histograms, and with native histograms on in Prometheus
+// and ITLPROXY_NATIVE_BREAKDOWNS on in the proxy, where Prometheus 2.42
+// stores every histogram as a native one only.
 func TestDashboardQueriesInRealPrometheus(t *testing.T) {
+	t.Run("classic", func(t *testing.T) { runDashboardQueries(t, false) })
+	t.Run("native", func(t *testing.T) { runDashboardQueries(t, true) })
+}
+
+func runDashboardQueries(t *testing.T, native bool) {
 	dashboards := loadDashboards(t)
 	up := httptest.NewServer(&e2e.Upstream{Models: models})
 	defer up.Close()
@@ -88,20 +99,35 @@ func TestDashboardQueriesInRealPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := e2e.Start(t, map[string]string{
-		"ITLPROXY_UPSTREAM_URL":    up.URL,
-		"ITLPROXY_SLO_TTFT":        "100ms",
-		"ITLPROXY_SLO_ITL":         "50ms",
-		"ITLPROXY_SLO_TPOT":        "40ms",
-		"ITLPROXY_SLO_FILE":        sloFile,
-		"ITLPROXY_STALL_THRESHOLD": "200ms",
+		"ITLPROXY_UPSTREAM_URL":      up.URL,
+		"ITLPROXY_SLO_TTFT":          "100ms",
+		"ITLPROXY_SLO_ITL":           "50ms",
+		"ITLPROXY_SLO_TPOT":          "40ms",
+		"ITLPROXY_SLO_FILE":          sloFile,
+		"ITLPROXY_STALL_THRESHOLD":   "200ms",
+		"ITLPROXY_NATIVE_BREAKDOWNS": strconv.FormatBool(native),
 	})
-	prom := e2e.StartPrometheus(t, proxy.Admin, rulesFile)
+	start := e2e.StartPrometheus
+	if native {
+		start = e2e.StartNativePrometheus
+	}
+	prom := start(t, proxy.Admin, rulesFile)
 	e2e.Load(t, proxy.Proxy, 15*time.Second, clients()...)
 	// Let Prometheus scrape the last of it and evaluate the rules on it.
 	e2e.WaitFor(t, "the recording rules to see the load", 10*time.Second, func() bool {
 		return len(prom.Query(`model:itlproxy_inter_token_latency_seconds:p99_rate5m`)) >= 3
 	})
 	time.Sleep(2 * time.Second)
+	if native {
+		// Prometheus holds the histograms in native form only: the queries
+		// below answer from native histograms.
+		if len(prom.Query(`itlproxy_inter_token_latency_by_load_seconds`)) == 0 {
+			t.Fatal("no native histogram stored")
+		}
+		if got := prom.Query(`count({__name__=~"itlproxy_.+_bucket"})`); len(got) > 0 {
+			t.Fatalf("classic buckets stored with native histograms on: %v", got)
+		}
+	}
 
 	total := 0
 	seen := map[string]bool{}

@@ -6,6 +6,13 @@ import "slices"
 // also has native buckets (see nativeFactor), so these bounds matter for
 // Prometheus servers that scrape only the classic form and for
 // histogram_quantile over _bucket series.
+//
+// Each classic bucket is a series in every label set of its family, and
+// the breakdowns multiply label sets by their bands: the two histograms
+// every gap and every first token is observed in (ITL and TTFT) keep full
+// resolution, and the breakdowns of the same clocks by band or by turn,
+// and the figures of each stream's shape, get coarse sets. Native buckets
+// keep the same resolution (about 4.5%) in every family.
 var (
 	// gapBuckets resolve token gaps from sub-millisecond (several events
 	// in one read, speculative decoding) to multi-second stalls. vLLM's own
@@ -27,22 +34,43 @@ var (
 		45, 60, 120,
 	}
 
+	// tpotBuckets: a stream's time per output token is the mean of its
+	// gaps, so it has neither their zero-length gaps nor their stalls:
+	// dense over the decode speeds of real deployments, 10 to 50 ms.
+	tpotBuckets = []float64{
+		0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.25, 0.5,
+	}
+
+	// breakdownGapBuckets: the gaps (and TPOT) broken down by load,
+	// position, context and turn. A step of 2 to 2.5 across the decode
+	// speeds of real deployments, 10 to 250 ms: enough to see which band
+	// is slower; the quantiles' precision is in the native buckets.
+	breakdownGapBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25}
+
+	// maxGapBuckets: each stream's longest gap, from a steady stream's
+	// slowest step to a stall.
+	maxGapBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5}
+
+	// breakdownTTFTBuckets: TTFT broken down by load and by turn: a
+	// prefill on an idle server, one behind a busy batch, a wait in a
+	// queue.
+	breakdownTTFTBuckets = []float64{0.25, 1, 4}
+
 	// spreadBuckets: a stream's p99 gap over its median, 1 for a perfectly
 	// steady stream.
-	spreadBuckets = []float64{1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 20, 50, 100}
+	spreadBuckets = []float64{1.5, 2, 3, 5}
 
 	// ratioBuckets: a stream's median gap over its session's baseline.
-	ratioBuckets = []float64{0.25, 0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2, 3, 5, 10}
+	ratioBuckets = []float64{0.9, 1.1, 1.5, 2}
 
 	// tokenCountBuckets: tokens per event, 1 for one token per event; more
-	// with speculative decoding (a few) or stream intervals (tens).
-	tokenCountBuckets = []float64{1, 1.5, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32, 64}
+	// with speculative decoding (a few) or stream intervals (tens). The
+	// dashboards read the mean (_sum over _count); le="1" is the share of
+	// events of a single token.
+	tokenCountBuckets = []float64{1, 2, 4}
 
 	// durationBuckets cover health checks to long generations.
-	durationBuckets = []float64{
-		0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30,
-		45, 60, 90, 120, 180, 300, 600, 1200,
-	}
+	durationBuckets = []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 600}
 )
 
 // Native histogram settings shared by every histogram: schema 3 (buckets

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +14,8 @@ import (
 type registrar struct {
 	reg prometheus.Registerer
 	err error
+	// nativeBreakdowns: breakdown histograms get native buckets only.
+	nativeBreakdowns bool
 }
 
 func (r *registrar) register(c prometheus.Collector) {
@@ -47,8 +50,21 @@ func (r *registrar) histogram(name, help string, buckets []float64, labels ...st
 	return h
 }
 
+// breakdown builds a histogram that breaks a main clock down (by load,
+// position, context or turn), describes each stream's shape, or holds an
+// engine's own figures: with classic buckets, coarse, beside the native
+// ones; without any when the scraper takes native histograms
+// (Options.NativeBreakdowns).
+func (r *registrar) breakdown(name, help string, classic []float64, labels ...string) *prometheus.HistogramVec {
+	if r.nativeBreakdowns {
+		classic = nil
+	}
+	return r.histogram(name, help, classic, labels...)
+}
+
 // latencyCollectors builds the histograms of the three token clocks and
-// of the request's duration. Objectives (and the stall threshold) are
+// of the request's duration, and the breakdowns of ITL by position and of
+// TPOT by context. Objectives (and the stall threshold) are
 // bucket bounds too, so that histogram_quantile and bucket ratios are
 // exact at them.
 func (m *Metrics) latencyCollectors(r *registrar, slos SLOs, stallThreshold time.Duration) {
@@ -63,16 +79,26 @@ func (m *Metrics) latencyCollectors(r *registrar, slos SLOs, stallThreshold time
 			"lines) of a stream, each stamped when fully read from the upstream. One observation per gap; events that "+
 			"arrive in the same read are 0 s apart.",
 		withBounds(gapBuckets, itlBounds...), "model", "endpoint")
-	m.itlByPosition = r.histogram("inter_token_latency_by_position_seconds",
+	m.itlByPosition = r.breakdown("inter_token_latency_by_position_seconds",
 		"Inter-token latency by where the gap falls in its stream: position is the band (1-32, "+
 			"33-128, 129-512, 513-2048, 2049+) of the output position of the token event that ends the "+
-			"gap. Same gaps, clock and buckets as itlproxy_inter_token_latency_seconds.",
-		withBounds(gapBuckets, itlBounds...), "model", "endpoint", "position")
+			"gap. Same gaps and clock as itlproxy_inter_token_latency_seconds; "+coarseBuckets+".",
+		breakdownGapBuckets, "model", "endpoint", "position")
 	m.tpot = r.histogram("time_per_output_token_seconds",
 		"Time per output token: the time from a stream's first token-bearing event to its last, "+
 			"divided by N - 1, where N = usage.completion_tokens when the upstream reported usage, else "+
 			"the number of token-bearing events. One observation per stream with N >= 2, when it ends.",
-		withBounds(gapBuckets, slos.bounds(SLOTPOT)...), "model", "endpoint")
+		withBounds(tpotBuckets, slos.bounds(SLOTPOT)...), "model", "endpoint")
+	m.tpotByContext = r.breakdown("time_per_output_token_by_context_seconds",
+		"Time per output token by the length of the stream's context: context is the band ("+
+			contextBandsHelp()+") of the input tokens the upstream reported, cached ones included "+
+			"(usage.prompt_tokens of chat and completions; input_tokens of the Responses API; Anthropic's "+
+			"input_tokens + cache_read_input_tokens + cache_creation_input_tokens; Ollama's "+
+			"prompt_eval_count; llama.cpp's tokens_evaluated; TGI's details.input_length; SGLang's "+
+			"meta_info.prompt_tokens), or "+contextUnknown+" when it reported none. Decode reads the whole "+
+			"context at every step, so TPOT grows with it. The same observations and clock as "+
+			"itlproxy_time_per_output_token_seconds, each one in exactly one band; "+coarseBuckets+".",
+		breakdownGapBuckets, "model", "endpoint", "context")
 	m.duration = r.histogram("request_duration_seconds",
 		"Request duration: from the proxy receiving the request headers (t0) to the last byte of the "+
 			"response handed to the client, or to the request failing. Every request, streamed or not.",
@@ -113,8 +139,11 @@ func (m *Metrics) trafficCollectors(r *registrar) {
 			"streams, the number of token-bearing events.",
 		"model", "endpoint", "tenant")
 	m.inputTokens = r.counter("input_tokens_total",
-		"Input (prompt) tokens from the usage the upstream reported (usage.prompt_tokens, or "+
-			"input_tokens from the Responses and Messages APIs), when it reported usage.",
+		"Input (prompt) tokens from the usage the upstream reported, when it reported usage: every "+
+			"prompt token the model attended to, cached or not (usage.prompt_tokens of chat and "+
+			"completions, which counts cached tokens; input_tokens of the Responses API; Anthropic's "+
+			"input_tokens + cache_read_input_tokens + cache_creation_input_tokens; the native APIs' "+
+			"prompt_eval_count, tokens_evaluated, details.input_length or meta_info.prompt_tokens).",
 		"model", "endpoint", "tenant")
 	m.active = r.gauge("active_streams",
 		"Streams in flight: from the proxy receiving a stream request's headers (or, if the "+
@@ -154,42 +183,42 @@ func (m *Metrics) sloCollectors(r *registrar) {
 // shapeCollectors builds the per-stream figures observed when a stream
 // ends, and the tokens each event carries.
 func (m *Metrics) shapeCollectors(r *registrar) {
-	m.maxGap = r.histogram("stream_max_gap_seconds",
+	m.maxGap = r.breakdown("stream_max_gap_seconds",
 		"Each stream's longest gap between consecutive token-bearing events, observed when the "+
 			"stream ends (streams with at least one gap).",
-		gapBuckets, "model", "endpoint")
-	m.gapSpread = r.histogram("stream_gap_spread_ratio",
+		maxGapBuckets, "model", "endpoint")
+	m.gapSpread = r.breakdown("stream_gap_spread_ratio",
 		"How choppy each stream is: its p99 gap divided by its median gap (within 12.5%), observed "+
 			"when a stream with at least 20 gaps ends. A smooth stream is near 1.",
 		spreadBuckets, "model", "endpoint")
-	m.tokensPerEvent = r.histogram("tokens_per_event",
+	m.tokensPerEvent = r.breakdown("tokens_per_event",
 		"Output tokens carried by each token-bearing event: the event's own count where the upstream "+
 			"reports cumulative usage on every event (vLLM's continuous_usage_stats), else the stream's "+
 			"final usage divided by its token-bearing events, once per event. Above 1: speculative decoding "+
 			"or stream intervals send several tokens at once.",
 		tokenCountBuckets, "model", "endpoint")
-	m.itlPerToken = r.histogram("inter_token_latency_per_token_seconds",
+	m.itlPerToken = r.breakdown("inter_token_latency_per_token_seconds",
 		"A gap between token-bearing events divided by the tokens the later event carries: the time "+
 			"per token within the stream, where the upstream reports tokens per event (else not observed). "+
 			"Not the inter-token latency a reader feels: that is itlproxy_inter_token_latency_seconds, one "+
 			"observation per gap.",
-		gapBuckets, "model", "endpoint")
+		breakdownGapBuckets, "model", "endpoint")
 }
 
 // sessionCollectors builds the figures of streams that carry a session
 // id, and the session tracker's own size.
-func (m *Metrics) sessionCollectors(r *registrar, slos SLOs) {
-	m.ttftByTurn = r.histogram("time_to_first_token_by_turn_seconds",
+func (m *Metrics) sessionCollectors(r *registrar) {
+	m.ttftByTurn = r.breakdown("time_to_first_token_by_turn_seconds",
 		"Time to first token of streams that carry a session id, by the stream's turn in its session "+
 			"(1, 2-4, 5-16, 17+): from the proxy receiving the request headers to the first "+
-			"token-bearing event.",
-		withBounds(ttftBuckets, slos.bounds(SLOTTFT)...), "model", "turn")
-	m.medianGapByTurn = r.histogram("stream_median_gap_by_turn_seconds",
+			"token-bearing event. "+capitalized(coarseBuckets)+".",
+		breakdownTTFTBuckets, "model", "turn")
+	m.medianGapByTurn = r.breakdown("stream_median_gap_by_turn_seconds",
 		"Median gap between token-bearing events of each stream that carries a session id, by the "+
 			"stream's turn in its session (1, 2-4, 5-16, 17+); observed when a stream with at least 5 "+
 			"gaps ends.",
-		gapBuckets, "model", "turn")
-	m.sessionRatio = r.histogram("session_gap_ratio",
+		breakdownGapBuckets, "model", "turn")
+	m.sessionRatio = r.breakdown("session_gap_ratio",
 		"A stream's median gap divided by its session's baseline (the median of the median gaps of "+
 			"the session's first 3 streams), observed when each later stream with at least 5 gaps ends. "+
 			"Above 1: the session got slower.",
@@ -218,3 +247,9 @@ func buildInfo(r *registrar, opts Options) {
 	g.Set(1)
 	r.register(g)
 }
+
+// coarseBuckets is what a breakdown's Help says of its classic buckets.
+const coarseBuckets = "coarse classic buckets (the native ones are as fine as every family's)"
+
+// capitalized returns s with its first letter upper case.
+func capitalized(s string) string { return strings.ToUpper(s[:1]) + s[1:] }

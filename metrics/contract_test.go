@@ -43,10 +43,16 @@ var contract = []family{
 	{"itlproxy_inter_token_latency_by_position_seconds", typeHistogram, []string{"endpoint", "model", "position"}, []string{
 		"position is the band " + bandList(positionBands),
 		"of the output position of the token event that ends the gap",
-		"Same gaps, clock and buckets as itlproxy_inter_token_latency_seconds"}},
+		"Same gaps and clock as itlproxy_inter_token_latency_seconds; " + coarseBuckets}},
 	{"itlproxy_time_per_output_token_seconds", typeHistogram, endpointModel, []string{
 		"the time from a stream's first token-bearing event to its last", "divided by N - 1",
 		"One observation per stream with N >= 2, when it ends"}},
+	{"itlproxy_time_per_output_token_by_context_seconds", typeHistogram, []string{"context", "endpoint", "model"}, []string{
+		"Time per output token by the length of the stream's context",
+		"context is the band (" + contextBandsHelp() + ") of the input tokens the upstream reported, cached ones included",
+		"Anthropic's input_tokens + cache_read_input_tokens + cache_creation_input_tokens",
+		"or " + contextUnknown + " when it reported none",
+		"each one in exactly one band; " + coarseBuckets}},
 	{"itlproxy_request_duration_seconds", typeHistogram, []string{"endpoint", "model", "streaming"}, []string{
 		"from the proxy receiving the request headers (t0)",
 		"to the last byte of the response handed to the client, or to the request failing",
@@ -62,8 +68,8 @@ var contract = []family{
 		"output_tokens from the Responses and Messages APIs",
 		"else, for streams, the number of token-bearing events"}},
 	{"itlproxy_input_tokens_total", typeCounter, endpointModelTenant, []string{
-		"Input (prompt) tokens", "usage.prompt_tokens",
-		"input_tokens from the Responses and Messages APIs", "when it reported usage"}},
+		"Input (prompt) tokens", "when it reported usage", "cached or not", "usage.prompt_tokens",
+		"input_tokens of the Responses API", "Anthropic's input_tokens + cache_read_input_tokens + cache_creation_input_tokens"}},
 	{"itlproxy_active_streams", typeGauge, endpointModel, []string{
 		"Streams in flight", "from the proxy receiving a stream request's headers",
 		"the upstream's event-stream headers", "to the end of the response"}},
@@ -95,10 +101,11 @@ var contract = []family{
 		"Inter-token latency by the load when the gap ended",
 		"load is the band " + strings.TrimSuffix(listed(loadBandLabels[:4]...), ")") + ", ..., " + loadBandLabels[9] + ", " + loadBandLabels[10] + ")",
 		"the number of streams of the model in flight through this proxy, the stream itself included",
-		"Same gaps, clock and buckets as itlproxy_inter_token_latency_seconds"}},
+		"Same gaps and clock as itlproxy_inter_token_latency_seconds; " + coarseBuckets,
+		"every ITL objective a bound", "A band's series appear when the load first reaches it"}},
 	{"itlproxy_time_to_first_token_by_load_seconds", typeHistogram, []string{"endpoint", "load", "model"}, []string{
 		"Time to first token by the load when the stream started",
-		"Same clock and buckets as itlproxy_time_to_first_token_seconds"}},
+		"Same clock as itlproxy_time_to_first_token_seconds; " + coarseBuckets}},
 	{"itlproxy_load_band_upper_streams", typeGauge, []string{"load"}, []string{
 		"Each load band's upper bound in streams (+Inf for " + loadBandLabels[10] + ")"}},
 	{"itlproxy_stalls_total", typeCounter, endpointModel, []string{

@@ -21,16 +21,25 @@
 //
 //   - [Stream.FirstToken], once, with the time from t0 to the first
 //     token-bearing event;
-//   - [Stream.Gap] for each later token-bearing event, with the time since
-//     the one before, and [Stream.EventTokens] where the upstream reports
-//     each event's own token count;
+//   - [Stream.GapInFlight] for each later token-bearing event, with the
+//     time since the one before and the model's streams in flight when it
+//     ended (read with [Stream.InFlight] when the read returned; [Stream.Gap]
+//     reads it now), and [Stream.EventTokens] where the upstream reports
+//     each event's own token count; [Stream.Gaps] sums the gaps up (count,
+//     longest, where) for the span and the stream recorder;
 //   - [Stream.End], once, with the outcome, the TPOT, the output tokens and,
 //     from the final usage, the tokens per event; the stream is then judged
 //     for goodput.
 //
 // The per-event calls look no label up and allocate nothing: a stream
-// resolves its series when it starts (its load band's too: the band lookup
-// is a bit length). When any response ends, [Metrics.Tokens] adds its
+// resolves its series when it starts; a load band's series are made when
+// the model's load first reaches it, and the band lookup is a bit length.
+//
+// Every histogram has native buckets (schema 3) and classic buckets shaped
+// for LLM serving: fine for ITL and TTFT, coarse for the breakdowns by
+// band and turn, the stream shapes and the engines' figures, which
+// Options.NativeBreakdowns leaves with native buckets only
+// (docs/series-budget.md counts the series). When any response ends, [Metrics.Tokens] adds its
 // usage and [Metrics.Request] counts it with its status and duration;
 // [Metrics.ParseFailure] counts, at any point, data the measurement could
 // not read (the bytes were forwarded all the same).

@@ -9,7 +9,7 @@ import (
 // overheadBuckets: a stream's wire TPOT over its engine's TPOT. 1 is a
 // user who sees the decode as the engine ran it; each step above is time
 // added between the engine and the user.
-var overheadBuckets = []float64{0.5, 0.75, 0.9, 0.95, 1, 1.02, 1.05, 1.1, 1.2, 1.5, 2, 3, 5, 10}
+var overheadBuckets = []float64{0.9, 1, 1.05, 1.1, 1.25, 1.5, 2, 3}
 
 // engineHistograms are the upstream's own account of its decode, beside
 // the wire's.
@@ -19,23 +19,24 @@ type engineHistograms struct {
 
 // engineCollectors builds the histograms of the timing the servers'
 // native APIs report. Each says where the figure comes from: the proxy
-// does not measure it, it reads it.
+// does not measure it, it reads it. The engine's TPOT has the wire TPOT's
+// buckets, so that the two compare bucket for bucket.
 func (m *Metrics) engineCollectors(r *registrar) {
-	m.engine.tpot = r.histogram("engine_time_per_output_token_seconds",
+	m.engine.tpot = r.breakdown("engine_time_per_output_token_seconds",
 		"Time per output token as the upstream reports it, one observation per response that "+
 			"reports it, streamed or not: Ollama eval_duration / eval_count (its last line); llama.cpp "+
 			"server timings.predicted_per_token_ms (its native and OpenAI-compatible routes); TGI the "+
 			"x-time-per-token response header of "+
 			"/generate. The engine's clock, from its first decode step to its last: it leaves out what "+
 			"the HTTP server, detokenization and the network add.",
-		gapBuckets, "model", "endpoint")
-	m.engine.ttft = r.histogram("engine_time_to_first_token_seconds",
+		tpotBuckets, "model", "endpoint")
+	m.engine.ttft = r.breakdown("engine_time_to_first_token_seconds",
 		"Time to first token as the upstream reports it, one observation per response that reports "+
 			"it: Ollama load_duration + prompt_eval_duration; llama.cpp server timings.prompt_ms. The "+
 			"engine's clock, from the start of the model's work on the request (not its arrival) to "+
 			"the end of the prefill.",
-		ttftBuckets, "model", "endpoint")
-	m.engine.overhead = r.histogram("wire_overhead_ratio",
+		breakdownTTFTBuckets, "model", "endpoint")
+	m.engine.overhead = r.breakdown("wire_overhead_ratio",
 		"A stream's time per output token as the proxy measured it on the wire "+
 			"(itlproxy_time_per_output_token_seconds) over the engine's own "+
 			"(itlproxy_engine_time_per_output_token_seconds), one observation per stream that has "+

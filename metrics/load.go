@@ -42,10 +42,64 @@ func loadBandUpper(i int) float64 {
 type modelLoad struct{ streams atomic.Int64 }
 
 // loadObservers are one (model, endpoint)'s by-load histograms, a child
-// per band, resolved once so that a gap's observation does no label
-// lookup.
+// per band, and its per-token ITL histogram.
+//
+// A band's children are made when the model's load first reaches it,
+// with those of every band under it: a model never run past 64 streams
+// exports no series for the bands above 33-64. (A series that appears
+// with its first observations loses them to rate() until its next scrape;
+// the bands below the highest reached exist from then on.) The per-token
+// histogram is made at its first observation: only upstreams that report
+// tokens per event have one. The observing side reads a count and an
+// array that only grows: no lookup, no lock and no allocation per gap.
 type loadObservers struct {
-	itl, ttft [loadBands]prometheus.Observer
+	m               *Metrics
+	model, endpoint string
+	made            atomic.Int32 // bands whose children exist: 0..loadBands
+	itl, ttft       [loadBands]prometheus.Observer
+	perTokenMade    atomic.Bool
+	perToken        prometheus.Observer
+	mu              sync.Mutex // held to make children
+}
+
+// at returns the ITL and TTFT observers of band i, making them first when
+// the load has not been there.
+func (o *loadObservers) at(i int) (itl, ttft prometheus.Observer) {
+	if int(o.made.Load()) <= i {
+		o.make(i)
+	}
+	return o.itl[i], o.ttft[i]
+}
+
+// make makes the children of every band up to i.
+func (o *loadObservers) make(i int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	made := int(o.made.Load())
+	upTo := i + 1
+	for b := made; b < upTo; b++ {
+		band := loadBandLabels[b]
+		o.itl[b] = o.m.itlByLoad.WithLabelValues(o.model, o.endpoint, band)
+		o.ttft[b] = o.m.ttftByLoad.WithLabelValues(o.model, o.endpoint, band)
+		o.m.loadUpper.WithLabelValues(band).Set(loadBandUpper(b))
+	}
+	if upTo > made {
+		o.made.Store(int32(upTo))
+	}
+}
+
+// perTokenObserver returns the per-token ITL observer, made at the first
+// call.
+func (o *loadObservers) perTokenObserver() prometheus.Observer {
+	if !o.perTokenMade.Load() {
+		o.mu.Lock()
+		if !o.perTokenMade.Load() {
+			o.perToken = o.m.itlPerToken.WithLabelValues(o.model, o.endpoint)
+			o.perTokenMade.Store(true)
+		}
+		o.mu.Unlock()
+	}
+	return o.perToken
 }
 
 // loadState holds the per-model counts and the resolved observers.
@@ -69,35 +123,29 @@ func (m *Metrics) loadOf(model, endpoint string) (*modelLoad, *loadObservers) {
 	}
 	o := m.load.observers[key]
 	if o == nil {
-		o = new(loadObservers)
-		for i, band := range loadBandLabels {
-			o.itl[i] = m.itlByLoad.WithLabelValues(model, endpoint, band)
-			o.ttft[i] = m.ttftByLoad.WithLabelValues(model, endpoint, band)
-		}
+		o = &loadObservers{m: m, model: model, endpoint: endpoint}
 		m.load.observers[key] = o
 	}
 	return ml, o
 }
 
 // loadCollectors builds the by-load histograms and the bands' bounds.
-func (m *Metrics) loadCollectors(r *registrar, slos SLOs, itlBounds []float64) {
+func (m *Metrics) loadCollectors(r *registrar, slos SLOs) {
 	m.load = loadState{models: map[string]*modelLoad{}, observers: map[Labels]*loadObservers{}}
-	m.itlByLoad = r.histogram("inter_token_latency_by_load_seconds",
+	m.itlByLoad = r.breakdown("inter_token_latency_by_load_seconds",
 		"Inter-token latency by the load when the gap ended: load is the band (1, 2, 3-4, 5-8, ..., "+
 			"257-512, 513+) of the number of streams of the model in flight through this proxy, the "+
-			"stream itself included, as itlproxy_active_streams counts them. Same gaps, clock and "+
-			"buckets as itlproxy_inter_token_latency_seconds.",
-		withBounds(gapBuckets, itlBounds...), "model", "endpoint", "load")
-	m.ttftByLoad = r.histogram("time_to_first_token_by_load_seconds",
+			"stream itself included, as itlproxy_active_streams counts them. Same gaps and clock as "+
+			"itlproxy_inter_token_latency_seconds; "+coarseBuckets+", and every ITL objective a bound, "+
+			"so that the capacity is exact. A band's series appear when the load first reaches it.",
+		withBounds(breakdownGapBuckets, slos.bounds(SLOITL)...), "model", "endpoint", "load")
+	m.ttftByLoad = r.breakdown("time_to_first_token_by_load_seconds",
 		"Time to first token by the load when the stream started: load is the band of the number of "+
 			"streams of the model in flight through this proxy then, the stream itself included. Same "+
-			"clock and buckets as itlproxy_time_to_first_token_seconds.",
-		withBounds(ttftBuckets, slos.bounds(SLOTTFT)...), "model", "endpoint", "load")
-	upper := r.gauge("load_band_upper_streams",
-		"Each load band's upper bound in streams (+Inf for 513+): a constant, so that rules can turn a "+
-			"band into a number of streams.",
+			"clock as itlproxy_time_to_first_token_seconds; "+coarseBuckets+".",
+		breakdownTTFTBuckets, "model", "endpoint", "load")
+	m.loadUpper = r.gauge("load_band_upper_streams",
+		"Each load band's upper bound in streams (+Inf for 513+), exported once some model's load "+
+			"reaches the band: a constant, so that rules can turn a band into a number of streams.",
 		"load")
-	for i, band := range loadBandLabels {
-		upper.WithLabelValues(band).Set(loadBandUpper(i))
-	}
 }

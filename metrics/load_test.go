@@ -3,6 +3,7 @@ package metrics
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 func TestLoadBand(t *testing.T) {
@@ -28,5 +29,61 @@ func TestLoadBand(t *testing.T) {
 	}
 	if !math.IsInf(loadBandUpper(loadBands-1), 1) {
 		t.Error("the last band is unbounded")
+	}
+}
+
+// TestLoadBandsMadeWhenReached: a band's series appear when the model's
+// load first reaches it, with every band under it and its bound; a gap
+// allocates nothing, whether its band is new to the stream or not, once
+// the band exists.
+func TestLoadBandsMadeWhenReached(t *testing.T) {
+	m, reg := newTestMetrics(t, Options{MaxModels: 2})
+	l := m.Labels("m", EndpointChatCompletions)
+	bands := func() []string {
+		var out []string
+		for _, s := range gather(t, reg).Series("itlproxy_inter_token_latency_by_load_seconds") {
+			for _, lp := range s.GetLabel() {
+				if lp.GetName() == "load" {
+					out = append(out, lp.GetValue())
+				}
+			}
+		}
+		return out
+	}
+	first := m.StartStream(l, IDs{})
+	if got := bands(); len(got) != 0 {
+		t.Fatalf("bands %v before any token", got)
+	}
+	first.FirstToken(time.Millisecond)
+	first.Gap(time.Millisecond, 0)
+	if got := bands(); len(got) != 1 || got[0] != "1" {
+		t.Fatalf("bands %v at one stream in flight, want [1]", got)
+	}
+	var more []*Stream
+	for range 4 {
+		more = append(more, m.StartStream(l, IDs{}))
+	}
+	first.Gap(time.Millisecond, 2) // 5 streams in flight: band 5-8
+	if got := bands(); len(got) != 4 {
+		t.Fatalf("bands %v at five streams in flight, want 1 to 5-8", got)
+	}
+	fs := gather(t, reg)
+	if got := fs.Value("itlproxy_load_band_upper_streams", "load", "5-8"); got != 8 {
+		t.Errorf("bound of 5-8: %v", got)
+	}
+	if n := len(fs.Series("itlproxy_load_band_upper_streams")); n != 4 {
+		t.Errorf("%d band bounds exported, want 4", n)
+	}
+	if n, _ := fs.Histogram("itlproxy_inter_token_latency_per_token_seconds"); n != 1 {
+		t.Errorf("per-token ITL observed %d times, want 1", n)
+	}
+	if allocs := testing.AllocsPerRun(1000, func() {
+		first.Gap(time.Millisecond, 2)
+		more[0].FirstToken(time.Millisecond)
+	}); allocs != 0 {
+		t.Errorf("%v allocations per gap", allocs)
+	}
+	for _, s := range append(more, first) {
+		s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
 	}
 }

@@ -95,6 +95,13 @@ type Options struct {
 	SessionMax    int
 	SessionTTL    time.Duration
 	DegradeFactor float64
+	// NativeBreakdowns gives the histograms that break the main clocks
+	// down (by load, position, context and turn), those of each stream's
+	// shape and the engines' own native buckets only: for a scraper that
+	// takes native histograms, one series each instead of one per classic
+	// bucket. The four main histograms (TTFT, ITL, TPOT, request duration)
+	// keep their classic buckets beside their native ones either way.
+	NativeBreakdowns bool
 	// Version and Revision are exported by itlproxy_build_info.
 	Version, Revision, GoVersion string
 }
@@ -106,6 +113,7 @@ type Metrics struct {
 	ttft          *prometheus.HistogramVec
 	itl           *prometheus.HistogramVec
 	tpot          *prometheus.HistogramVec
+	tpotByContext *prometheus.HistogramVec
 	duration      *prometheus.HistogramVec
 	requests      *prometheus.CounterVec
 	streams       *prometheus.CounterVec
@@ -136,6 +144,7 @@ type Metrics struct {
 	// ITL and TTFT by load (load.go).
 	itlByLoad  *prometheus.HistogramVec
 	ttftByLoad *prometheus.HistogramVec
+	loadUpper  *prometheus.GaugeVec
 	load       loadState
 
 	models         *modelLabels
@@ -158,14 +167,14 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		degradeFactor:  opts.DegradeFactor,
 	}
 	m.slos.Store(&opts.SLOs)
-	r := &registrar{reg: reg}
+	r := &registrar{reg: reg, nativeBreakdowns: opts.NativeBreakdowns}
 	m.latencyCollectors(r, opts.SLOs, opts.StallThreshold)
 	m.trafficCollectors(r)
 	m.sloCollectors(r)
 	m.shapeCollectors(r)
-	m.loadCollectors(r, opts.SLOs, itlBounds(opts.SLOs, opts.StallThreshold))
+	m.loadCollectors(r, opts.SLOs)
 	m.goodputCollectors(r)
-	m.sessionCollectors(r, opts.SLOs)
+	m.sessionCollectors(r)
 	m.engineCollectors(r)
 	buildInfo(r, opts)
 	if r.err != nil {
@@ -179,16 +188,22 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 }
 
 // admitModel exports a new model label value's objectives in every class,
-// and starts its breach and observation counters (tenant _none) at zero so
-// that breach ratios exist (as 0) before the first breach.
+// and starts a model's breach and observation counters (tenant _none) at
+// zero so that breach ratios exist (as 0) before the first breach. The
+// catch-alls (_other, _unknown) get their objectives, which alerts compare
+// with, but counters only with their first stream: a proxy that never sees
+// an unlisted model exports no ratio of 0 over 0 for it.
 func (m *Metrics) admitModel(label string) {
 	slos := m.slos.Load()
+	catchAll := label == ModelOther || label == ModelUnknown
 	for _, class := range slos.ClassNames() {
 		slos.For(label, class).each(func(slo string, d time.Duration) {
 			if d > 0 {
 				m.sloObjective.WithLabelValues(label, class, slo).Set(d.Seconds())
-				m.sloBreaches.WithLabelValues(label, class, TenantNone, slo)
-				m.sloObserved.WithLabelValues(label, class, TenantNone, slo)
+				if !catchAll {
+					m.sloBreaches.WithLabelValues(label, class, TenantNone, slo)
+					m.sloObserved.WithLabelValues(label, class, TenantNone, slo)
+				}
 			}
 		})
 	}

@@ -123,7 +123,7 @@ itlproxy_active_streams{endpoint="chat_completions",model="m"} 0
 # HELP itlproxy_build_info Always 1; the labels name the running build.
 # TYPE itlproxy_build_info gauge
 itlproxy_build_info{goversion="go1.26",revision="abc",version="1.2.3"} 1
-# HELP itlproxy_input_tokens_total Input (prompt) tokens from the usage the upstream reported (usage.prompt_tokens, or input_tokens from the Responses and Messages APIs), when it reported usage.
+# HELP itlproxy_input_tokens_total Input (prompt) tokens from the usage the upstream reported, when it reported usage: every prompt token the model attended to, cached or not (usage.prompt_tokens of chat and completions, which counts cached tokens; input_tokens of the Responses API; Anthropic's input_tokens + cache_read_input_tokens + cache_creation_input_tokens; the native APIs' prompt_eval_count, tokens_evaluated, details.input_length or meta_info.prompt_tokens).
 # TYPE itlproxy_input_tokens_total counter
 itlproxy_input_tokens_total{endpoint="chat_completions",model="m",tenant="_none"} 10
 # HELP itlproxy_output_tokens_total Output tokens, counted when a response ends: the usage the upstream reported (usage.completion_tokens, or output_tokens from the Responses and Messages APIs), else, for streams, the number of token-bearing events.

@@ -172,22 +172,32 @@ func TestObjectiveGaugesAndBounds(t *testing.T) {
 	m.Labels("overflow", EndpointCompletions)
 
 	fs := gather(t, reg)
+	// A model's counters start at zero; the catch-alls' appear with their
+	// first stream.
 	for _, c := range []struct {
 		model, slo string
 		want       float64
+		counters   int
 	}{
-		{"with/slo:7b", SLOTTFT, 0.777},
-		{"with/slo:7b", SLOITL, 0.033},
-		{"dynamic", SLOITL, 0.045},
-		{ModelOther, SLOITL, 0.045},
-		{ModelUnknown, SLOITL, 0.045},
+		{"with/slo:7b", SLOTTFT, 0.777, 1},
+		{"with/slo:7b", SLOITL, 0.033, 1},
+		{"dynamic", SLOITL, 0.045, 1},
+		{ModelOther, SLOITL, 0.045, 0},
+		{ModelUnknown, SLOITL, 0.045, 0},
 	} {
 		if got := fs.Value("itlproxy_slo_objective_seconds", "model", c.model, "slo", c.slo); got != c.want {
 			t.Errorf("objective %s %s = %v, want %v", c.model, c.slo, got, c.want)
 		}
-		if n := len(fs.Series("itlproxy_slo_breaches_total", "model", c.model, "slo", c.slo)); n != 1 {
-			t.Errorf("breach counter %s %s: %d series, want 1 (at zero)", c.model, c.slo, n)
+		if n := len(fs.Series("itlproxy_slo_breaches_total", "model", c.model, "slo", c.slo)); n != c.counters {
+			t.Errorf("breach counter %s %s: %d series, want %d", c.model, c.slo, n, c.counters)
 		}
+	}
+	other := m.StartStream(m.Labels("overflow", EndpointCompletions), IDs{})
+	other.Gap(50*ms, 0)
+	other.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
+	fs = gather(t, reg)
+	if got := fs.Value("itlproxy_slo_breaches_total", "model", ModelOther, "slo", SLOITL, "tenant", TenantNone); got != 1 {
+		t.Errorf("breaches of _other after its first stream: %v, want 1", got)
 	}
 	if n := len(fs.Series("itlproxy_slo_objective_seconds", "model", "overflow")); n != 0 {
 		t.Error("a model past the cap got its own objective series")

@@ -75,7 +75,6 @@ type Stream struct {
 	exemplar prometheus.Labels // built at the first observation
 
 	tokensPerEvent prometheus.Observer
-	itlPerToken    prometheus.Observer
 
 	// The stream's gaps: how many, the longest and its index (from 1),
 	// what the histograms, the span and the stream recorder all read.
@@ -100,7 +99,6 @@ func (m *Metrics) StartStream(l Labels, ids IDs) *Stream {
 		position: m.itlByPosition.WithLabelValues(l.Model, l.Endpoint, positionBands[0].label),
 
 		tokensPerEvent: m.tokensPerEvent.WithLabelValues(l.Model, l.Endpoint),
-		itlPerToken:    m.itlPerToken.WithLabelValues(l.Model, l.Endpoint),
 	}
 	s.slo = m.sloCountersOf(l)
 	s.obj = s.slo.obj
@@ -142,7 +140,8 @@ func (s *Stream) observe(o prometheus.Observer, v float64, withExemplar bool) {
 func (s *Stream) FirstToken(d time.Duration) {
 	s.ttftSeen = d
 	s.observe(s.ttft, d.Seconds(), true)
-	s.byLoad.ttft[s.ttftBand].Observe(d.Seconds())
+	_, ttft := s.byLoad.at(s.ttftBand)
+	ttft.Observe(d.Seconds())
 	s.slo.judge(kindTTFT, d)
 	if s.turn > 0 {
 		s.m.ttftByTurn.WithLabelValues(s.labels.Model, turnBands[bandOf(turnBands, s.turn)].label).Observe(d.Seconds())
@@ -182,7 +181,7 @@ func (s *Stream) GapInFlight(d time.Duration, tokens, inFlight int64) Notable {
 	s.gaps++
 	s.observe(s.itl, d.Seconds(), s.gaps == 1 || float64(d) > exemplarStep*float64(s.maxGap))
 	if tokens > 0 {
-		s.itlPerToken.Observe(d.Seconds() / float64(tokens))
+		s.byLoad.perTokenObserver().Observe(d.Seconds() / float64(tokens))
 	}
 	if d > s.maxGap {
 		s.maxGap, s.maxGapAt = d, s.gaps
@@ -193,7 +192,8 @@ func (s *Stream) GapInFlight(d time.Duration, tokens, inFlight int64) Notable {
 		s.position = s.m.itlByPosition.WithLabelValues(s.labels.Model, s.labels.Endpoint, positionBands[s.band].label)
 	}
 	s.position.Observe(d.Seconds())
-	s.byLoad.itl[loadBand(inFlight)].Observe(d.Seconds())
+	itl, _ := s.byLoad.at(loadBand(inFlight))
+	itl.Observe(d.Seconds())
 	s.sketch.add(d)
 	n := Notable{OverObjective: s.slo.judge(kindITL, d)}
 	if s.stalls != nil && d > s.m.stallThreshold {
@@ -237,6 +237,10 @@ type StreamEnd struct {
 	// its token-bearing events), -1 when unknown: the goodput of a stream
 	// that met its objectives.
 	OutputTokens int64
+	// InputTokens is the stream's input tokens as the upstream reported
+	// them, cached ones included, -1 when it reported none: the context
+	// band its TPOT is observed in.
+	InputTokens int64
 }
 
 // End records how the stream ended and, when known, its time per output
@@ -249,6 +253,7 @@ func (s *Stream) End(e StreamEnd) {
 	m.streams.WithLabelValues(l.Model, l.Endpoint, e.Outcome, l.Tenant).Inc()
 	if e.TPOT >= 0 {
 		m.tpot.WithLabelValues(l.Model, l.Endpoint).Observe(e.TPOT.Seconds())
+		m.tpotByContext.WithLabelValues(l.Model, l.Endpoint, contextBand(e.InputTokens)).Observe(e.TPOT.Seconds())
 		s.slo.judge(kindTPOT, e.TPOT)
 	}
 	if s.gaps > 0 {

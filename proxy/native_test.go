@@ -72,6 +72,10 @@ func TestNativeStreams(t *testing.T) {
 			if ttft != 1 || itl != uint64(tc.tokens-1) || tpot != 1 {
 				t.Errorf("TTFT %d, ITL %d, TPOT %d observations; want 1, %d, 1", ttft, itl, tpot, tc.tokens-1)
 			}
+			// Each native API's input count (3 tokens) bands its TPOT.
+			if n, _ := h.hist("itlproxy_time_per_output_token_by_context_seconds", "endpoint", tc.endpoint, "context", "0-1k"); n != 1 {
+				t.Errorf("TPOT in context band 0-1k: %d observations, want 1", n)
+			}
 			if ratio, _ := h.hist("itlproxy_wire_overhead_ratio", "endpoint", tc.endpoint); ratio != tc.engineTPOT {
 				t.Errorf("wire overhead observed %d times, want %d", ratio, tc.engineTPOT)
 			}

@@ -61,6 +61,7 @@ func (m *meter) end(code int, f failure, clientGone bool) responseEnd {
 	if m.stream != nil {
 		e.stream.Outcome = m.outcome(code, f, clientGone)
 		e.stream.OutputTokens = e.usage.output
+		e.stream.InputTokens = e.usage.input
 	}
 	return e
 }

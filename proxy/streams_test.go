@@ -19,9 +19,10 @@ import (
 // fixture is a recorded stream and what measuring it must find.
 type fixture struct {
 	file      string
-	tokens    int   // token-bearing events
-	output    int64 // output tokens counted (usage, else events)
-	input     int64 // input tokens counted, -1 for none
+	tokens    int    // token-bearing events
+	output    int64  // output tokens counted (usage, else events)
+	input     int64  // input tokens counted, -1 for none
+	context   string // the context band of its TPOT; "" for 0-1k, or unknown without input tokens
 	outcome   string
 	endpoint  string
 	truncated bool
@@ -56,6 +57,7 @@ var fixtures = []fixture{
 	{file: "anthropic_messages.sse", tokens: 7, output: 9, input: 25, endpoint: "/v1/messages"},
 	{file: "anthropic_thinking_tools.sse", tokens: 6, output: 89, input: 472, endpoint: "/v1/messages"},
 	{file: "anthropic_error.sse", tokens: 1, output: 1, input: 10, endpoint: "/v1/messages", outcome: metrics.OutcomeUpstreamError},
+	{file: "anthropic_prompt_cache.sse", tokens: 10, output: 11, input: 12 + 2048 + 3000, context: "4k-16k", endpoint: "/v1/messages"},
 	// Recorded from Ollama 0.17.4's OpenAI- and Anthropic-compatible routes.
 	{file: "ollama_openai_chat.sse", tokens: 40, output: 40, input: -1},
 	{file: "ollama_openai_chat_include_usage.sse", tokens: 40, output: 40, input: 3},
@@ -180,8 +182,23 @@ func checkStreamMetrics(t *testing.T, h *harness, fx fixture) {
 	if fx.output >= 2 && fx.tokens >= 1 {
 		wantTPOT = 1
 	}
-	if tpot, _ := h.hist("itlproxy_time_per_output_token_seconds"); tpot != wantTPOT {
+	tpot, tpotSum := h.hist("itlproxy_time_per_output_token_seconds")
+	if tpot != wantTPOT {
 		t.Errorf("TPOT count %d, want %d", tpot, wantTPOT)
+	}
+	band := fx.context
+	switch {
+	case band != "":
+	case fx.input < 0:
+		band = "unknown"
+	default:
+		band = "0-1k"
+	}
+	if n, sum := h.hist("itlproxy_time_per_output_token_by_context_seconds", "context", band); n != wantTPOT || sum != tpotSum {
+		t.Errorf("TPOT in context band %s: %d observations (%gs), want %d (%gs)", band, n, sum, wantTPOT, tpotSum)
+	}
+	if n, _ := h.hist("itlproxy_time_per_output_token_by_context_seconds"); n != tpot {
+		t.Errorf("%d TPOT observations banded by context, want all %d", n, tpot)
 	}
 }
 

@@ -67,7 +67,7 @@ func staggered(results []clientStream, run func(*clientStream)) {
 // response.completed's usage.
 func TestResponsesAPIAgainstClientClock(t *testing.T) {
 	const streams, tokens = 6, 30
-	up := httptest.NewServer(scheduledUpstream{randomSchedule(tokens)})
+	up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
 	client, results := clockedOpenAIClient(in, streams)
@@ -104,47 +104,14 @@ func TestResponsesAPIAgainstClientClock(t *testing.T) {
 // proxy with a plain SSE client that times each event itself.
 func TestMessagesAgainstClientClock(t *testing.T) {
 	const streams, tokens = 6, 30
-	up := httptest.NewServer(scheduledUpstream{randomSchedule(tokens)})
+	up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
-	read := func(cs *clientStream) {
-		resp, err := postTimed(in, "/v1/messages",
-			fmt.Sprintf(`{"model":%q,"max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, cs.model),
-			cs, "Anthropic-Version", "2023-06-01")
-		if err != nil {
-			cs.err = err
-			return
-		}
-		defer resp.Body.Close()
-		// A plain SSE reader: lines; a blank line ends an event, stamped
-		// when that line is read.
-		sc := bufio.NewScanner(resp.Body)
-		var name, data string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if name == "content_block_delta" && tokenEvent.MatchString(data) {
-					cs.arrivals = append(cs.arrivals, time.Now())
-					cs.content += data
-				}
-				if name == "message_stop" {
-					cs.totalTokens = int64(len(cs.arrivals))
-				}
-				name, data = "", ""
-			case strings.HasPrefix(line, "event: "):
-				name = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: "):
-				data = strings.TrimPrefix(line, "data: ")
-			}
-		}
-		cs.err = sc.Err()
-	}
 	results := make([]clientStream, streams)
 	for i := range results {
 		results[i].model = fmt.Sprintf("m%d", i)
 	}
-	staggered(results, read)
+	staggered(results, func(cs *clientStream) { readMessages(in, cs) })
 	fs := recordedStreams(t, in, streams+1)
 	var agree clockAgreement
 	for _, cs := range results {
@@ -158,4 +125,41 @@ func TestMessagesAgainstClientClock(t *testing.T) {
 		}
 	}
 	agree.check(t)
+}
+
+// readMessages reads an Anthropic-format stream of cs.model through the
+// proxy with a plain SSE client that stamps each content_block_delta
+// carrying a token as its blank line is read.
+func readMessages(in *instance, cs *clientStream) {
+	resp, err := postTimed(in, "/v1/messages",
+		fmt.Sprintf(`{"model":%q,"max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, cs.model),
+		cs, "Anthropic-Version", "2023-06-01")
+	if err != nil {
+		cs.err = err
+		return
+	}
+	defer resp.Body.Close()
+	// A plain SSE reader: lines; a blank line ends an event, stamped
+	// when that line is read.
+	sc := bufio.NewScanner(resp.Body)
+	var name, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if name == "content_block_delta" && tokenEvent.MatchString(data) {
+				cs.arrivals = append(cs.arrivals, time.Now())
+				cs.content += data
+			}
+			if name == "message_stop" {
+				cs.totalTokens = int64(len(cs.arrivals))
+			}
+			name, data = "", ""
+		case strings.HasPrefix(line, "event: "):
+			name = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			data = strings.TrimPrefix(line, "data: ")
+		}
+	}
+	cs.err = sc.Err()
 }

@@ -172,7 +172,7 @@ func (b *stampingBody) Read(p []byte) (int, error) {
 // says.
 func TestEndToEndAgainstClientClock(t *testing.T) {
 	const streams, tokens = 8, 40
-	up := httptest.NewServer(scheduledUpstream{randomSchedule(tokens)})
+	up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
 

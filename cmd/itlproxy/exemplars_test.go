@@ -15,7 +15,7 @@ import (
 // session and trace ids as exemplars, which /metrics shows when the
 // scraper negotiates OpenMetrics (and never as labels).
 func TestExemplarsOnMetrics(t *testing.T) {
-	up := httptest.NewServer(scheduledUpstream{fixedSchedule(20*ms, 5*ms, 40*ms, 5*ms)})
+	up := httptest.NewServer(scheduledUpstream{schedule: fixedSchedule(20*ms, 5*ms, 40*ms, 5*ms)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
 	req, _ := http.NewRequest(http.MethodPost, "http://"+in.proxy+"/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true}`))

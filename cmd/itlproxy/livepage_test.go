@@ -70,8 +70,8 @@ func TestLivePageInChromium(t *testing.T) {
 	// The stall: the third gap, before token 4, 900ms against a 500ms
 	// threshold.
 	up := httptest.NewServer(withStallFor("req-stall",
-		scheduledUpstream{fixedSchedule(30*ms, 10*ms, 10*ms, 900*ms, 10*ms, 10*ms)},
-		scheduledUpstream{randomSchedule(20)}))
+		scheduledUpstream{schedule: fixedSchedule(30*ms, 10*ms, 10*ms, 900*ms, 10*ms, 10*ms)},
+		scheduledUpstream{schedule: randomSchedule(20)}))
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_STALL_THRESHOLD": "500ms",
 		"ITLPROXY_SLO_ITL": "30ms", "ITLPROXY_SLO_TTFT": "5s"})
@@ -205,7 +205,7 @@ func TestLivePageAfterReload(t *testing.T) {
 	if _, err := exec.LookPath("chromium"); err != nil {
 		testenv.LookPath(t, "chromium", "sudo apt-get install -y chromium")
 	}
-	up := httptest.NewServer(scheduledUpstream{fixedSchedule(10*ms, 80*ms, 10*ms, 80*ms)})
+	up := httptest.NewServer(scheduledUpstream{schedule: fixedSchedule(10*ms, 80*ms, 10*ms, 80*ms)})
 	defer up.Close()
 	vol := newConfigMapDir(t, map[string][]byte{"slo.yaml": []byte("default: {itl: 500ms}\n")})
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_SLO_FILE": vol.path("slo.yaml")})

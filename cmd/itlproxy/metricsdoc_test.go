@@ -195,12 +195,23 @@ func everyFamily(t *testing.T) scrape.Families {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.Header.Get("X-Request-Id") {
 		case "slow":
-			scheduledUpstream{fixedSchedule(20*ms, slow...)}.ServeHTTP(w, r)
+			scheduledUpstream{schedule: fixedSchedule(20*ms, slow...)}.ServeHTTP(w, r)
 		case "unreadable":
 			send := eventWriter(w)
 			_ = send(`{"choices":[{"index":0,"delta":{"content":"w"}}]}`) && send(`{not json`) && send("[DONE]")
+		case "multitoken":
+			// vLLM's continuous usage: each event's cumulative count,
+			// two tokens an event.
+			send := eventWriter(w)
+			for i := 1; i <= 3; i++ {
+				if !send(fmt.Sprintf(`{"choices":[{"index":0,"delta":{"content":"ab"}}],"usage":{"prompt_tokens":3,"completion_tokens":%d}}`, 2*i)) {
+					return
+				}
+				time.Sleep(5 * ms)
+			}
+			_ = send("[DONE]")
 		default:
-			scheduledUpstream{fixedSchedule(20*ms, smooth...)}.ServeHTTP(w, r)
+			scheduledUpstream{schedule: fixedSchedule(20*ms, smooth...)}.ServeHTTP(w, r)
 		}
 	}))
 	defer up.Close()
@@ -219,6 +230,7 @@ func everyFamily(t *testing.T) scrape.Families {
 	stream(t, in.proxy, "m1", "smooth", "X-Session-Id", "s1", "X-Team", "team-a", "X-SLO-Class", "interactive")
 	stream(t, in.proxy, "m1", "slow", "X-Session-Id", "s1", "X-Team", "team-a")
 	stream(t, in.proxy, "m1", "unreadable")
+	stream(t, in.proxy, "m1", "multitoken")
 	// llama.cpp server's native API reports each event's tokens and the
 	// engine's own timing.
 	resp, err := http.Post("http://"+in.proxy+"/completion", "application/json", strings.NewReader(`{"prompt":"p","stream":true}`))

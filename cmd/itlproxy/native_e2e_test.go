@@ -134,7 +134,7 @@ func TestNativeAPIsAgainstClientClock(t *testing.T) {
 		{"/generate", "sglang_generate", `{"model":%q,"text":"count","stream":true}`, false, false},
 	} {
 		t.Run(api.endpoint, func(t *testing.T) {
-			up := httptest.NewServer(scheduledUpstream{randomSchedule(tokens)})
+			up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
 			defer up.Close()
 			in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
 			results := make([]clientStream, streams)

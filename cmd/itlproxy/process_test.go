@@ -149,7 +149,7 @@ func TestSIGTERMWithStreamsInFlight(t *testing.T) {
 	// a busy machine (this test process, under -race, is the upstream and
 	// 300 readers) between the signal and the checks made during it.
 	const streams, tokens = 300, 60
-	up := httptest.NewServer(scheduledUpstream{fixedSchedule(20*ms, repeatDuration(50*ms, tokens-1)...)})
+	up := httptest.NewServer(scheduledUpstream{schedule: fixedSchedule(20*ms, repeatDuration(50*ms, tokens-1)...)})
 	defer up.Close()
 	p := e2e.Start(t, map[string]string{
 		"ITLPROXY_UPSTREAM_URL":     up.URL,

@@ -17,7 +17,7 @@ import (
 // keeps accepting for the delay, then refuses new connections, while a
 // stream in flight runs to its end.
 func TestGracefulShutdown(t *testing.T) {
-	up := httptest.NewServer(scheduledUpstream{randomSchedule(25)})
+	up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(25)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{
 		"ITLPROXY_UPSTREAM_URL":   up.URL,
@@ -48,7 +48,7 @@ func TestGracefulShutdown(t *testing.T) {
 // TestShutdownTimeoutCutsStreams: a stream longer than the shutdown
 // timeout is cut, visibly to the client, and run still returns.
 func TestShutdownTimeoutCutsStreams(t *testing.T) {
-	up := httptest.NewServer(scheduledUpstream{randomSchedule(500)})
+	up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(500)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_SHUTDOWN_TIMEOUT": "300ms"})
 	resp, err := http.Post("http://"+in.proxy+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m2","stream":true}`))

@@ -26,7 +26,7 @@ func fixedSchedule(ttft time.Duration, gaps ...time.Duration) func(string) (time
 // -race one late read can move a gap by several milliseconds.
 func TestSLOBreachesFromOutside(t *testing.T) {
 	// TTFT 200ms; gaps 10, 50, 10, 120, 5 ms (6 tokens): TPOT = 195/5 = 39ms.
-	up := httptest.NewServer(scheduledUpstream{fixedSchedule(200*ms, 10*ms, 50*ms, 10*ms, 120*ms, 5*ms)})
+	up := httptest.NewServer(scheduledUpstream{schedule: fixedSchedule(200*ms, 10*ms, 50*ms, 10*ms, 120*ms, 5*ms)})
 	defer up.Close()
 	sloFile := filepath.Join(t.TempDir(), "slo.yaml")
 	if err := os.WriteFile(sloFile, []byte("models:\n  team/strict:v1.5: {ttft: 150ms, itl: 30ms}\n"), 0o600); err != nil {

@@ -79,8 +79,8 @@ type recorded struct {
 // /debug/streams?min_gap= selects; the proxy port does not serve it.
 func TestDebugStreamsFindsTheSpike(t *testing.T) {
 	up := httptest.NewServer(withStallFor("req-spike",
-		scheduledUpstream{fixedSchedule(20*ms, 5*ms, 5*ms, 5*ms, 400*ms, 5*ms, 5*ms)},
-		scheduledUpstream{fixedSchedule(20*ms, 5*ms, 5*ms, 5*ms)}))
+		scheduledUpstream{schedule: fixedSchedule(20*ms, 5*ms, 5*ms, 5*ms, 400*ms, 5*ms, 5*ms)},
+		scheduledUpstream{schedule: fixedSchedule(20*ms, 5*ms, 5*ms, 5*ms)}))
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
 	stream(t, in.proxy, "m", "req-smooth")
@@ -155,7 +155,7 @@ func TestDebugStreamsFindsTheSpike(t *testing.T) {
 // TestRecorderOff: with both bounds at 0 there is no recorder, and its
 // routes and the page are not served.
 func TestRecorderOff(t *testing.T) {
-	up := httptest.NewServer(scheduledUpstream{fixedSchedule(5*ms, 5*ms)})
+	up := httptest.NewServer(scheduledUpstream{schedule: fixedSchedule(5*ms, 5*ms)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_RECORDER_STREAMS": "0", "ITLPROXY_RECORDER_SLOWEST": "0"})
 	for _, path := range []string{"/", "/debug/streams"} {

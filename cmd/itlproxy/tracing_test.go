@@ -149,7 +149,7 @@ const clientTraceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-
 func TestTraceSpans(t *testing.T) {
 	// Gaps 5, 60, 5, 200, 5 ms: gap 2 is over the 30ms objective, gap 4 is
 	// a stall (over 120ms) too. Each value sits at least 25ms from a bound.
-	up := &tracedUpstream{scheduledUpstream: scheduledUpstream{fixedSchedule(20*ms, 5*ms, 60*ms, 5*ms, 200*ms, 5*ms)}, traceparent: map[string]string{}}
+	up := &tracedUpstream{scheduledUpstream: scheduledUpstream{schedule: fixedSchedule(20*ms, 5*ms, 60*ms, 5*ms, 200*ms, 5*ms)}, traceparent: map[string]string{}}
 	upSrv := httptest.NewServer(up)
 	defer upSrv.Close()
 	var col collector
@@ -256,7 +256,7 @@ func checkExemplarTraceIDs(t *testing.T, admin string, spans map[string]*tracepb
 // TestTraceSpansOverGRPC: with OTEL_EXPORTER_OTLP_PROTOCOL=grpc the span
 // reaches a gRPC collector.
 func TestTraceSpansOverGRPC(t *testing.T) {
-	up := httptest.NewServer(scheduledUpstream{fixedSchedule(5*ms, 5*ms)})
+	up := httptest.NewServer(scheduledUpstream{schedule: fixedSchedule(5*ms, 5*ms)})
 	defer up.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -314,7 +314,7 @@ func TestDeadCollector(t *testing.T) {
 			c.Close()
 		}
 	}()
-	up := httptest.NewServer(scheduledUpstream{fixedSchedule(10*ms, 5*ms, 5*ms, 5*ms)})
+	up := httptest.NewServer(scheduledUpstream{schedule: fixedSchedule(10*ms, 5*ms, 5*ms, 5*ms)})
 	defer up.Close()
 	base := map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "ITLPROXY_SHUTDOWN_TIMEOUT": "1s"}
 	traced := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + dead.Addr().String(), "OTEL_BSP_MAX_QUEUE_SIZE": "2"}
@@ -359,7 +359,7 @@ func TestRefusingCollector(t *testing.T) {
 		http.Error(w, "no", http.StatusBadRequest)
 	}))
 	defer refusing.Close()
-	up := httptest.NewServer(scheduledUpstream{fixedSchedule(5*ms, 5*ms)})
+	up := httptest.NewServer(scheduledUpstream{schedule: fixedSchedule(5*ms, 5*ms)})
 	defer up.Close()
 	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL, "OTEL_EXPORTER_OTLP_ENDPOINT": refusing.URL})
 	for range 3 {

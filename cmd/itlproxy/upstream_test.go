@@ -13,6 +13,17 @@ import (
 // after the TTFT and gaps its schedule gives, then usage and [DONE].
 type scheduledUpstream struct {
 	schedule func(model string) (ttft time.Duration, gaps []time.Duration)
+	// prompt is the input usage each model's streams report; nil: 5
+	// tokens.
+	prompt func(model string) prompt
+}
+
+// prompt is the input usage a stream reports: its input tokens and, in
+// the Messages API, those read from and written to the prompt cache
+// besides them. none: the stream reports no usage at all.
+type prompt struct {
+	tokens, cacheRead, cacheWrite int64
+	none                          bool
 }
 
 // randomSchedule gives each model "mN" its own TTFT and jittered gaps,
@@ -40,7 +51,11 @@ func (u scheduledUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ttft, gaps := u.schedule(model)
 	tokens := len(gaps) + 1
-	f := formatFor(r.URL.Path, model)
+	p := prompt{tokens: 5}
+	if u.prompt != nil {
+		p = u.prompt(model)
+	}
+	f := formatFor(r.URL.Path, model, p)
 	send := rawEventWriter(w)
 	if f.ndjson {
 		send = lineWriter(w)
@@ -80,9 +95,9 @@ type streamFormat struct {
 }
 
 // formatFor returns the stream format of the API at path, each event as
-// its lines (without the blank line that ends it); the Responses and
-// Messages APIs name their events.
-func formatFor(path, model string) streamFormat {
+// its lines (without the blank line that ends it), reporting the input
+// usage p; the Responses and Messages APIs name their events.
+func formatFor(path, model string, p prompt) streamFormat {
 	if f, ok := nativeFormat(path, model); ok {
 		return f
 	}
@@ -94,13 +109,14 @@ func formatFor(path, model string) streamFormat {
 				return named("response.output_text.delta", fmt.Sprintf(`{"type":"response.output_text.delta","item_id":"m","output_index":0,"content_index":0,"delta":"w%d "}`, i))
 			},
 			end: func(n int) []string {
-				return []string{named("response.completed", fmt.Sprintf(`{"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":5,"output_tokens":%d,"total_tokens":%d}}}`, n, n+5))}
+				return []string{named("response.completed", fmt.Sprintf(`{"type":"response.completed","response":{"id":"r","status":"completed","usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}}}`, p.tokens, n, p.tokens+int64(n)))}
 			},
 		}
 	case "/v1/messages":
 		return streamFormat{
 			start: []string{
-				named("message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":"`+model+`","usage":{"input_tokens":5,"output_tokens":1}}}`),
+				named("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[],"model":%q,`+
+					`"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":1}}}`, model, p.tokens, p.cacheWrite, p.cacheRead)),
 				named("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
 				named("ping", `{"type":"ping"}`),
 			},
@@ -121,8 +137,12 @@ func formatFor(path, model string) streamFormat {
 			return head + fmt.Sprintf(`"choices":[{"index":0,"delta":{"content":"w%d "}}]}`, i)
 		},
 		end: func(n int) []string {
-			return []string{head + `"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`,
-				head + fmt.Sprintf(`"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":%d,"total_tokens":%d}}`, n, n+5),
+			finish := head + `"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`
+			if p.none {
+				return []string{finish, "data: [DONE]"}
+			}
+			return []string{finish,
+				head + fmt.Sprintf(`"choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, p.tokens, n, p.tokens+int64(n)),
 				"data: [DONE]"}
 		},
 	}

@@ -94,7 +94,7 @@ func TestWebConfigGuardsAdmin(t *testing.T) {
 	pki := newPKI(t)
 	_, certFile, keyFile := pki.issue("admin", x509.ExtKeyUsageServerAuth)
 	vol := newConfigMapDir(t, webFiles(t, certFile, keyFile, map[string]string{"prometheus": "first-password"}))
-	up := httptest.NewServer(scheduledUpstream{fixedSchedule(5*ms, 5*ms, 5*ms)})
+	up := httptest.NewServer(scheduledUpstream{schedule: fixedSchedule(5*ms, 5*ms, 5*ms)})
 	defer up.Close()
 	client := tlsClient(pki)
 	in := startAdmin(t, nil, map[string]string{

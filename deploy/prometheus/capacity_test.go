@@ -2,6 +2,7 @@ package prometheus_test
 
 import (
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,23 +15,33 @@ import (
 // 3-4 (9 and 24 ms gaps) are within it, 9-16 (84 ms) is not, so the
 // capacity rule in a real Prometheus must name 4 streams. Band 3-4 gets a
 // thousand gaps, so that a stall of the machine delaying a few of them at
-// once stays under its 1% tail.
+// once stays under its 1% tail. It runs with classic histograms, and with
+// native ones (Prometheus with native histograms on, the proxy with
+// ITLPROXY_NATIVE_BREAKDOWNS), where the rules read the native form.
 func TestCapacityInRealPrometheus(t *testing.T) {
+	t.Run("classic", func(t *testing.T) { testCapacity(t, false) })
+	t.Run("native", func(t *testing.T) { testCapacity(t, true) })
+}
+
+func testCapacity(t *testing.T, native bool) {
 	up := &e2e.LoadUpstream{Base: 4 * ms, PerStream: 5 * ms}
 	server := httptest.NewServer(up)
 	defer server.Close()
 	proxy := e2e.Start(t, map[string]string{
-		"ITLPROXY_UPSTREAM_URL": server.URL,
-		"ITLPROXY_SLO_ITL":      "50ms",
+		"ITLPROXY_UPSTREAM_URL":      server.URL,
+		"ITLPROXY_SLO_ITL":           "50ms",
+		"ITLPROXY_NATIVE_BREAKDOWNS": strconv.FormatBool(native),
 	})
-	prom := e2e.StartPrometheus(t, proxy.Admin, "rules.yaml")
+	prom := startPrometheus(t, native, proxy.Admin)
 	base := "http://" + proxy.Proxy
-	// A first short round makes every band's series, so that Prometheus has
-	// a sample of each before the measured rounds add to it.
+	// A first short round at the highest load makes the series of every
+	// band up to it (a band's series appear when the load first reaches
+	// it), so that Prometheus has a sample of each before the measured
+	// rounds add to it.
 	up.Tokens = 2
-	up.Round(t, base, "m", 1)
+	up.Round(t, base, "m", 16)
 	e2e.WaitFor(t, "Prometheus to scrape the load bands", 20*time.Second, func() bool {
-		return len(prom.Query(`itlproxy_inter_token_latency_by_load_seconds_count{load="9-16"}`)) > 0
+		return len(prom.Query(`model_load:itlproxy_inter_token_latency_seconds_count:increase5m{load="9-16"}`)) > 0
 	})
 	for _, r := range []struct{ streams, tokens int }{{1, 151}, {4, 251}, {16, 11}} { // 150, 1,000, 160 gaps
 		up.Tokens = r.tokens
@@ -51,6 +62,9 @@ func TestCapacityInRealPrometheus(t *testing.T) {
 		got := prom.Query(`model:itlproxy_capacity_streams:5m{model="m"}`)
 		return len(got) == 1 && got[0].Value[1] == "4"
 	})
+	if native && len(prom.Query(`itlproxy_inter_token_latency_by_load_seconds_bucket`)) > 0 {
+		t.Error("Prometheus stored classic buckets of ITL by load: the rule did not read the native histogram")
+	}
 	for _, c := range []struct{ expr string }{
 		{`model_load:itlproxy_inter_token_latency_seconds:p99_rate5m{model="m",load="3-4"} <= 0.05`},
 		{`model_load:itlproxy_inter_token_latency_seconds:p99_rate5m{model="m",load="9-16"} > 0.05`},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,11 +33,27 @@ func TestPromtoolTestRules(t *testing.T) {
 	}
 }
 
+// startPrometheus starts Prometheus on rules.yaml scraping target, with
+// native histograms on when native.
+func startPrometheus(t *testing.T, native bool, target string) *e2e.Prometheus {
+	t.Helper()
+	if native {
+		return e2e.StartNativePrometheus(t, target, "rules.yaml")
+	}
+	return e2e.StartPrometheus(t, target, "rules.yaml")
+}
+
 // TestRulesInRealPrometheus loads rules.yaml into a real Prometheus
 // scraping a running proxy: one model well inside its ITL objective, one
 // outside. Every rule must evaluate without error, and the ITL alert's
-// condition must hold for the slow model only.
+// condition must hold for the slow model only; with classic histograms,
+// and with native ones, which Prometheus then stores alone.
 func TestRulesInRealPrometheus(t *testing.T) {
+	t.Run("classic", func(t *testing.T) { testRules(t, false) })
+	t.Run("native", func(t *testing.T) { testRules(t, true) })
+}
+
+func testRules(t *testing.T, native bool) {
 	up := httptest.NewServer(&e2e.Upstream{Models: map[string]e2e.Model{
 		"fast-model": {TTFT: 50 * ms, Tokens: 20, Gap: e2e.Uniform(8*ms, 20*ms)},
 		"slow-model": {TTFT: 50 * ms, Tokens: 12, Gap: e2e.Uniform(80*ms, 140*ms)},
@@ -50,12 +67,13 @@ func TestRulesInRealPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxy := e2e.Start(t, map[string]string{
-		"ITLPROXY_UPSTREAM_URL": up.URL,
-		"ITLPROXY_SLO_ITL":      "200ms", // the file overrides it for both models
-		"ITLPROXY_SLO_TTFT":     "1s",
-		"ITLPROXY_SLO_FILE":     sloFile,
+		"ITLPROXY_UPSTREAM_URL":      up.URL,
+		"ITLPROXY_SLO_ITL":           "200ms", // the file overrides it for both models
+		"ITLPROXY_SLO_TTFT":          "1s",
+		"ITLPROXY_SLO_FILE":          sloFile,
+		"ITLPROXY_NATIVE_BREAKDOWNS": strconv.FormatBool(native),
 	})
-	prom := e2e.StartPrometheus(t, proxy.Admin, "rules.yaml")
+	prom := startPrometheus(t, native, proxy.Admin)
 	e2e.Load(t, proxy.Proxy, 8*time.Second, e2e.Streams(4, "fast-model", "slow-model")...)
 
 	var slowAlert bool

@@ -29,13 +29,20 @@ type Prometheus struct {
 }
 
 // StartPrometheus runs Prometheus scraping target every second and
-// evaluating ruleFiles every second, and waits until it is ready.
+// evaluating ruleFiles every second, and waits until it is ready. It
+// scrapes the text format and stores classic histograms.
 func StartPrometheus(t testing.TB, target string, ruleFiles ...string) *Prometheus {
 	t.Helper()
-	return StartPrometheusScraping(t, fmt.Sprintf(`  - job_name: itlproxy
-    static_configs:
-      - targets: [%q]
-`, target), ruleFiles...)
+	return startPrometheus(t, nil, scrapeTarget(target), ruleFiles)
+}
+
+// StartNativePrometheus is StartPrometheus with native histograms on
+// (--enable-feature=native-histograms): Prometheus 2.42 then asks for the
+// protobuf exposition and stores every histogram that has native buckets
+// as a native histogram only, without its classic series.
+func StartNativePrometheus(t testing.TB, target string, ruleFiles ...string) *Prometheus {
+	t.Helper()
+	return startPrometheus(t, []string{"--enable-feature=native-histograms"}, scrapeTarget(target), ruleFiles)
 }
 
 // StartPrometheusScraping runs Prometheus with scrapeConfigs, the list of
@@ -43,6 +50,19 @@ func StartPrometheus(t testing.TB, target string, ruleFiles ...string) *Promethe
 // second and evaluating ruleFiles every second, and waits until it is
 // ready.
 func StartPrometheusScraping(t testing.TB, scrapeConfigs string, ruleFiles ...string) *Prometheus {
+	t.Helper()
+	return startPrometheus(t, nil, scrapeConfigs, ruleFiles)
+}
+
+// scrapeTarget is the scrape configuration of one itlproxy at target.
+func scrapeTarget(target string) string {
+	return fmt.Sprintf(`  - job_name: itlproxy
+    static_configs:
+      - targets: [%q]
+`, target)
+}
+
+func startPrometheus(t testing.TB, flags []string, scrapeConfigs string, ruleFiles []string) *Prometheus {
 	t.Helper()
 	bin := testenv.LookPath(t, "prometheus", InstallPrometheus)
 	dir := t.TempDir()
@@ -65,11 +85,11 @@ rule_files:
 	}
 	addr := FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin,
-		"--config.file="+filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+addr,
-		"--log.level=warn")
+	cmd := exec.CommandContext(ctx, bin, append([]string{
+		"--config.file=" + filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr,
+		"--log.level=warn"}, flags...)...)
 	var log bytes.Buffer // read only once the process has exited
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {

@@ -24,6 +24,10 @@ type Model struct {
 	FailEvery int
 	// Malformed sends an event that is not JSON after the first token.
 	Malformed bool
+	// TokensPerEvent, when above 1, makes each chat chunk carry that many
+	// tokens and report the count so far in its usage, as vLLM does with
+	// continuous_usage_stats under speculative decoding.
+	TokensPerEvent int
 }
 
 // Uniform returns a Model.Gap drawn uniformly from [lo, hi) at every turn.
@@ -110,14 +114,17 @@ func (m Model) stream(w http.ResponseWriter, r *http.Request, chat bool, turn in
 		}
 		wait = m.Gap(turn)
 		chunk := fmt.Sprintf(`{"choices":[{"index":0,"text":"t%d"}]}`, i)
-		if chat {
+		switch {
+		case chat && m.TokensPerEvent > 1:
+			chunk = fmt.Sprintf(`{"choices":[{"index":0,"delta":{"content":"t%d"}}],"usage":{"prompt_tokens":9,"completion_tokens":%d}}`, i, (i+1)*m.TokensPerEvent)
+		case chat:
 			chunk = fmt.Sprintf(`{"choices":[{"index":0,"delta":{"content":"t%d"}}]}`, i)
 		}
 		if !send(chunk) || m.Malformed && i == 0 && !send(`{"choices":[{"delta":`) {
 			return
 		}
 	}
-	send(fmt.Sprintf(`{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":%d}}`, m.Tokens))
+	send(fmt.Sprintf(`{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":%d}}`, m.Tokens*max(m.TokensPerEvent, 1)))
 	send("[DONE]")
 }
 

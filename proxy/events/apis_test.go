@@ -58,6 +58,16 @@ func TestParseMessagesEvent(t *testing.T) {
 		{"ping", `{"type": "ping"}`, ev(false, false, false, false, -1, -1)},
 		{"block start with text is not a delta", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"x"}}`, ev(false, false, false, false, -1, -1)},
 		{"message_delta: output", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":15}}`, ev(false, false, false, true, -1, 15)},
+		// Anthropic leaves the prompt cache's tokens out of input_tokens;
+		// the model attends to them all the same.
+		{"message_start: cached prompt tokens count", `{"type":"message_start","message":{"usage":{"input_tokens":12,"cache_creation_input_tokens":2048,"cache_read_input_tokens":3000,"output_tokens":1}}}`,
+			ev(false, false, false, true, 5060, -1)},
+		{"message_start: null cache counts", `{"type":"message_start","message":{"usage":{"cache_read_input_tokens":null,"input_tokens":7,"cache_creation_input_tokens":null}}}`,
+			ev(false, false, false, true, 7, -1)},
+		{"message_delta: cumulative counts with the cache", `{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"input_tokens":12,"cache_creation_input_tokens":0,"cache_read_input_tokens":5048,"output_tokens":15}}`,
+			ev(false, false, false, true, 5060, 15)},
+		{"cache counts without input_tokens are no input count", `{"type":"message_delta","usage":{"cache_read_input_tokens":50,"output_tokens":3}}`,
+			ev(false, false, false, true, -1, 3)},
 		{"message_stop", `{"type":"message_stop"}`, ev(false, true, false, false, -1, -1)},
 		{"error", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, ev(false, false, true, false, -1, -1)},
 		{"a whole non-streamed message", `{"id":"m","type":"message","role":"assistant","content":[{"type":"text","text":"Hi"}],"usage":{"input_tokens":12,"output_tokens":6}}`, ev(false, false, false, true, 12, 6)},
@@ -82,6 +92,7 @@ func TestTypedEventsAllocateNothing(t *testing.T) {
 		{"reasoning summary", parseResponsesEvent, `{"type":"response.reasoning_summary_text.delta","delta":"x"}`},
 		{"completed", parseResponsesEvent, `{"type":"response.completed","response":{"model":"m","usage":{"input_tokens":1,"output_tokens":2}}}`},
 		{"message start", parseMessagesEvent, `{"type":"message_start","message":{"model":"m","usage":{"input_tokens":2}}}`},
+		{"message start with the cache", parseMessagesEvent, `{"type":"message_start","message":{"model":"m","usage":{"input_tokens":2,"cache_read_input_tokens":9}}}`},
 		{"text delta", parseMessagesEvent, `{"type":"content_block_delta","delta":{"type":"text_delta","text":"x"}}`},
 	} {
 		data := []byte(c.data)

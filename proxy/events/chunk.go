@@ -173,16 +173,24 @@ func functionCarriesOutput(s *jsonScan) bool {
 }
 
 // readUsage reads a usage object into u, which it first resets to
-// noUsage, and reports whether there was one (null is none). OpenAI's chat and completions name the counts
-// prompt_tokens and completion_tokens; the Responses API and Anthropic's
-// Messages API, input_tokens and output_tokens. When an object has both,
-// the OpenAI names win.
+// noUsage, and reports whether there was one (null is none). OpenAI's chat
+// and completions name the counts prompt_tokens and completion_tokens; the
+// Responses API and Anthropic's Messages API, input_tokens and
+// output_tokens. When an object has both, the OpenAI names win.
+//
+// The input count is every prompt token the model attended to, cached or
+// not. OpenAI's prompt_tokens and the Responses API's input_tokens include
+// cached tokens already; Anthropic's input_tokens leaves out the tokens
+// read from or written to its prompt cache (cache_read_input_tokens,
+// cache_creation_input_tokens: "Messages API, Prompt caching"), which are
+// added to it here.
 func readUsage(s *jsonScan, u *usage) bool {
 	*u = noUsage
 	if s.null() || !s.open('{') {
 		return false
 	}
 	prompt, completion, input, output := int64(-1), int64(-1), int64(-1), int64(-1)
+	cacheRead, cacheWrite := int64(-1), int64(-1)
 	for n := 0; s.more('}', &n); {
 		switch string(s.key()) {
 		case "prompt_tokens":
@@ -193,9 +201,16 @@ func readUsage(s *jsonScan, u *usage) bool {
 			input = s.int()
 		case "output_tokens":
 			output = s.int()
+		case "cache_read_input_tokens":
+			cacheRead = s.int()
+		case "cache_creation_input_tokens":
+			cacheWrite = s.int()
 		default:
 			s.skip()
 		}
+	}
+	if input >= 0 {
+		input += max(cacheRead, 0) + max(cacheWrite, 0)
 	}
 	u.input, u.output = firstCount(prompt, input), firstCount(completion, output)
 	return true

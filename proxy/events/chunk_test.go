@@ -42,6 +42,8 @@ func TestParseChunk(t *testing.T) {
 		{"several choices, one with output", `{"choices":[{"index":0,"delta":{}},{"index":1,"delta":{"content":"b"}}]}`, tok, true},
 		{"usage only", `{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":34,"total_tokens":46}}`,
 			chunk{usage: usage{12, 34}, hasUsage: true}, true},
+		{"prompt_tokens include cached tokens: the cache fields add nothing", `{"choices":[],"usage":{"prompt_tokens":100,"input_tokens":5,"cache_read_input_tokens":50}}`,
+			chunk{usage: usage{100, -1}, hasUsage: true}, true},
 		{"usage null", `{"choices":[{"delta":{"content":"x"}}],"usage":null}`, tok, true},
 		{"usage with token (continuous usage)", `{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":5,"completion_tokens":1}}`,
 			chunk{token: true, usage: usage{5, 1}, hasUsage: true}, true},
@@ -134,8 +136,12 @@ func referenceChunk(data []byte) (c chunk, ok, valid bool) {
 			return c, false, true
 		}
 		c.hasUsage = true
+		input := refCount(m["input_tokens"])
+		if input >= 0 {
+			input += max(refCount(m["cache_read_input_tokens"]), 0) + max(refCount(m["cache_creation_input_tokens"]), 0)
+		}
 		c.usage = usage{
-			firstCount(refCount(m["prompt_tokens"]), refCount(m["input_tokens"])),
+			firstCount(refCount(m["prompt_tokens"]), input),
 			firstCount(refCount(m["completion_tokens"]), refCount(m["output_tokens"])),
 		}
 	}

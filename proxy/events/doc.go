@@ -43,7 +43,11 @@
 // Usage (token counts) comes from a "usage" object: prompt_tokens and
 // completion_tokens (OpenAI's chat and completions), input_tokens and
 // output_tokens (Responses, Messages; the OpenAI names win when an object
-// has both). The Responses API reports it in response.completed's
+// has both). The input count is every prompt token the model attended to,
+// cached or not: prompt_tokens and the Responses API's input_tokens count
+// cached tokens already; Anthropic's input_tokens does not, so its
+// cache_read_input_tokens and cache_creation_input_tokens are added to
+// it. The Responses API reports usage in response.completed's
 // response.usage; Anthropic reports input tokens in message_start's
 // message.usage and output tokens in message_delta's usage. Counts arrive
 // cumulatively, and the latest of each counts; a value that is not a

@@ -33,7 +33,8 @@ type Event struct {
 	Incomplete bool
 	// HasUsage: the event had a usage object; InputTokens and
 	// OutputTokens are its counts (prompt/input and completion/output
-	// tokens), -1 when absent.
+	// tokens), -1 when absent. InputTokens counts every prompt token,
+	// cached or not (Anthropic's cache counts added to its input_tokens).
 	HasUsage                  bool
 	InputTokens, OutputTokens int64
 	// EngineTPOT and EngineTTFT are the upstream's own account of the
