@@ -147,8 +147,8 @@ type Metrics struct {
 	loadUpper  *prometheus.GaugeVec
 	load       loadState
 
-	models         *modelLabels
-	tenants        *modelLabels
+	models         *boundedLabels
+	tenants        *boundedLabels
 	judging        judging
 	slos           atomic.Pointer[SLOs] // swapped whole by ReloadSLOs
 	stallThreshold time.Duration
@@ -160,7 +160,7 @@ type Metrics struct {
 // is built.
 func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	m := &Metrics{
-		models:         newModelLabels(opts.Models, opts.SLOs.modelNames(), opts.MaxModels),
+		models:         newBoundedLabels(opts.Models, opts.SLOs.modelNames(), opts.MaxModels),
 		tenants:        newTenantLabels(opts.Tenants, max(opts.MaxTenants, 1)),
 		stallThreshold: opts.StallThreshold,
 		sessions:       newSessionTracker(max(opts.SessionMax, 1), opts.SessionTTL),

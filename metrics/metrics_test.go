@@ -33,7 +33,7 @@ func TestModelLabels(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			l := newModelLabels(tc.allow, nil, tc.max)
+			l := newBoundedLabels(tc.allow, nil, tc.max)
 			for i, in := range tc.in {
 				if got := l.label(in); got != tc.want[i] {
 					t.Errorf("label(%q) = %q, want %q", in, got, tc.want[i])
@@ -47,7 +47,7 @@ func TestModelLabels(t *testing.T) {
 // many goroutines: exactly max names keep their label.
 func TestModelLabelsConcurrentCap(t *testing.T) {
 	const max = 10
-	l := newModelLabels(nil, nil, max)
+	l := newBoundedLabels(nil, nil, max)
 	var mu sync.Mutex
 	kept := map[string]bool{}
 	var wg sync.WaitGroup

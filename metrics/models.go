@@ -19,12 +19,13 @@ const (
 // megabyte-long "model" string, and it would be copied into every series.
 const maxModelNameBytes = 256
 
-// modelLabels turns the model named by a request into a bounded label
-// value. With an allow-list, only listed models keep their name. Without
-// one, the first max distinct names seen keep theirs and later ones become
-// ModelOther, so a client sending random model names cannot grow the series
-// count without bound (the same fold Caddy applies to unknown hosts).
-type modelLabels struct {
+// boundedLabels turns a name a request gives (its model, or its tenant:
+// newTenantLabels) into a bounded label value. With an allow-list, only
+// listed names keep their name. Without one, the first max distinct names
+// seen keep theirs and later ones become ModelOther (TenantOther), so a
+// client sending random names cannot grow the series count without bound
+// (the same fold Caddy applies to unknown hosts).
+type boundedLabels struct {
 	allow map[string]bool // nil: no allow-list, cap by max
 	max   int
 	// empty is the label of an empty name: ModelUnknown for models.
@@ -40,10 +41,11 @@ type modelLabels struct {
 	seen map[string]bool
 }
 
-// newModelLabels returns the labeler. reserved models always keep their
-// name (those with objectives of their own); they count towards max.
-func newModelLabels(allow, reserved []string, max int) *modelLabels {
-	l := &modelLabels{max: max, empty: ModelUnknown, seen: make(map[string]bool)}
+// newBoundedLabels returns the labeler of models. reserved models always
+// keep their name (those with objectives of their own); they count towards
+// max.
+func newBoundedLabels(allow, reserved []string, max int) *boundedLabels {
+	l := &boundedLabels{max: max, empty: ModelUnknown, seen: make(map[string]bool)}
 	if len(allow) > 0 {
 		l.allow = make(map[string]bool, len(allow)+len(reserved))
 		for _, m := range allow {
@@ -62,7 +64,7 @@ func newModelLabels(allow, reserved []string, max int) *modelLabels {
 
 // static returns the label values known from the start: the allow-list
 // (or the reserved models) and the two catch-alls.
-func (l *modelLabels) static() []string {
+func (l *boundedLabels) static() []string {
 	out := []string{ModelOther, l.empty}
 	for m := range l.allow {
 		out = append(out, m)
@@ -74,7 +76,7 @@ func (l *modelLabels) static() []string {
 }
 
 // label returns the label value for model.
-func (l *modelLabels) label(model string) string {
+func (l *boundedLabels) label(model string) string {
 	switch {
 	case model == "":
 		return l.empty

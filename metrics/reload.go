@@ -40,7 +40,7 @@ func ParseSLOFile(path string, data []byte, base Objectives) (SLOs, error) {
 // reload reserves the models with objectives of their own, then calls f
 // with every label value, all under the lock, so that no label value is
 // admitted meanwhile.
-func (l *modelLabels) reload(reserved []string, f func(labels []string)) {
+func (l *boundedLabels) reload(reserved []string, f func(labels []string)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, m := range reserved {

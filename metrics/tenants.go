@@ -18,8 +18,8 @@ const maxTenantNameBytes = 128
 // newTenantLabels returns the labeler of tenants: allow-listed, else the
 // first max distinct values seen, others TenantOther; an absent value is
 // TenantNone. Values that look like credentials never become labels.
-func newTenantLabels(allow []string, max int) *modelLabels {
-	l := newModelLabels(allow, nil, max)
+func newTenantLabels(allow []string, max int) *boundedLabels {
+	l := newBoundedLabels(allow, nil, max)
 	l.empty = TenantNone
 	l.refuse = looksLikeCredential
 	return l
