@@ -24,6 +24,9 @@ const (
 	EndpointTGIGenerate        = "tgi_generate"
 	EndpointLlamaCppCompletion = "llamacpp_completion"
 	EndpointSGLangGenerate     = "sglang_generate"
+
+	// OpenAI's Realtime API, over a WebSocket: each response is a stream.
+	EndpointRealtime = "realtime"
 )
 
 // Stream outcomes: how a stream ended.
