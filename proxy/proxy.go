@@ -148,6 +148,9 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if ex := exchangeFrom(ctx); ex != nil { // nil only in a benchmark build without exchanges (parts.go)
 		ex.respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout)
 	}
+	if c, _ := ctx.Value(realtimeKey{}).(*realtimeConn); c != nil {
+		c.upgraded(resp)
+	}
 	closeIfUnfinished(ctx, resp.StatusCode, resp.Header)
 	return nil
 }

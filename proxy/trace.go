@@ -91,6 +91,8 @@ func spanRoute(endpoint events.Endpoint) (route, operation string) {
 		return "/v1/responses", "chat"
 	case events.Messages:
 		return "/v1/messages", "chat"
+	case events.Realtime:
+		return realtimePath, "chat"
 	}
 	return "", ""
 }
