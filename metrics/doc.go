@@ -32,7 +32,11 @@
 // # Where each clock starts and stops
 //
 // t0 is the proxy receiving the request headers; an event is stamped when
-// it has been read whole from the upstream. Every histogram has classic
+// it has been read whole from the upstream. Each response of a Realtime
+// API WebSocket (endpoint realtime) is a stream whose clock starts, in
+// place of t0, when the client's response.create passed the proxy (or the
+// upstream's response.created, for a response it began itself); its
+// token-bearing events are its output deltas. Every histogram has classic
 // buckets shaped for LLM serving and native buckets (schema 3) together.
 // The families, all under the itlproxy_ namespace:
 //

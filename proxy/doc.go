@@ -10,8 +10,9 @@
 //
 //   - route: chi sends POST /v1/chat/completions, /v1/completions,
 //     /v1/responses and /v1/messages to the measured handler, each with its
-//     events.Endpoint; everything else is forwarded and counted under the
-//     endpoint "other", not measured.
+//     events.Endpoint, and GET /v1/realtime, the Realtime API's WebSocket,
+//     to its own (realtime.go); everything else is forwarded and counted
+//     under the endpoint "other", not measured.
 //   - inspect: the measured handler reads the request body, up to
 //     Config.MaxRequestBytes, for its model, stream flag and user
 //     (events.InspectRequest), and replays the same bytes to the upstream
@@ -32,6 +33,12 @@
 //     a client that went away), the meter's end record (outcome, usage,
 //     TPOT, ...) is recorded on the metrics.Stream, with the request's
 //     count, duration and tokens.
+//   - a WebSocket (realtime.go, websocket.go): ReverseProxy forwards the
+//     upgrade; after the upstream's 101, the body ModifyResponse wraps is
+//     the upstream connection, and each direction is copied through it:
+//     every read stamped, forwarded, then measured by package realtime.
+//     Each Realtime response is a metrics.Stream of its own, recorded and
+//     traced as a stream is; the connection is one request.
 //   - span (trace.go), when Config.Tracer is set: the request's server
 //     span starts with the exchange, a child of the client's traceparent;
 //     Rewrite makes it the upstream request's parent; per gap the meter
