@@ -153,7 +153,8 @@ func realtimeHarness(t *testing.T, up *e2e.RealtimeUpstream, opts ...harnessOpti
 // what the client saw: the outcome, the output tokens and the gap count
 // exact; TTFT and the sum of the gaps within 15 ms each (a loaded two-core
 // machine under -race now and then delays a goroutine that long), the
-// median TTFT difference within 2 ms, and the gaps of all the responses
+// median TTFT difference within 2 ms (of five responses or more: a median
+// of fewer is one of them), and the gaps of all the responses
 // together within 1% (or 1 ms, for responses too short for 1% to be more
 // than the clocks' resolution under load).
 func checkAgainstClient(t *testing.T, rec *recorder.Recorder, seen []*clientResponse, outcomes []string) {
@@ -192,7 +193,7 @@ func checkAgainstClient(t *testing.T, rec *recorder.Recorder, seen []*clientResp
 		}
 	}
 	slices.Sort(diffs)
-	if len(diffs) > 0 && diffs[len(diffs)/2] > 0.002 {
+	if len(diffs) >= 5 && diffs[len(diffs)/2] > 0.002 {
 		t.Errorf("median |TTFT - client's| %.2fms, want within 2ms", diffs[len(diffs)/2]*1000)
 	}
 	t.Logf("gaps of %d responses: proxy %v, client %v", len(seen), proxyGaps, clientGaps)

@@ -3,6 +3,7 @@ package realtime
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gobwas/httphead"
@@ -19,8 +20,6 @@ const (
 	Server
 )
 
-func (s Side) other() Side { return 1 - s }
-
 // Config configures a Conn.
 type Config struct {
 	// MaxMessageBytes bounds the message the measurement holds, after
@@ -35,13 +34,19 @@ type Config struct {
 // Conn follows one WebSocket connection of the Realtime API from copies
 // of the bytes that pass it each way, and reports each response it sees
 // to its Observer. It never changes or holds up the bytes: the caller
-// forwards them first and hands them over as it does (Arrived, Measure).
-// Its methods are safe for concurrent use: each direction is copied by a
-// goroutine of its own.
+// forwards them first and has them measured after (Arrived, Measure).
+//
+// Each direction is copied, and measured, by a goroutine of its own. Its
+// frames, decompression and events are read on that goroutine, without a
+// lock: one direction's measuring never waits for the other's. What the
+// two share (the responses, how the connection ended) is behind a lock
+// held only to apply an event, and to call the Observer.
 type Conn struct {
+	obs   Observer
+	t0    time.Time // the origin of inFlight's stamps, on the monotonic clock
+	sides [2]side
+
 	mu     sync.Mutex
-	obs    Observer
-	sides  [2]side
 	res    responses
 	closed bool
 	// endedBy is the side that ended the connection first, by a Close
@@ -51,19 +56,28 @@ type Conn struct {
 }
 
 // side is what the Conn follows of one direction: the frames a side
-// sends, and the bytes read from it and not yet measured.
+// sends.
 type side struct {
-	c      *Conn
-	from   Side
+	c    *Conn
+	from Side
+	// frames, noted and at belong to the side's goroutine (and to Close,
+	// once measuring is false).
 	frames frameReader
 	noted  []byte
 	at     time.Time
+	// inFlight is the stamp (since Conn.t0, plus 1) of the bytes Arrived
+	// noted and Measure has not finished with, 0 for none: a
+	// response.created may have been caused by them.
+	inFlight atomic.Int64
+	// measuring: the side's goroutine is reading frames (under mu).
+	measuring bool
+	done      bool // frames ended (under mu)
 }
 
 // New returns the Conn of a connection whose server accepted it with the
 // extensions cfg names.
 func New(cfg Config, obs Observer) *Conn {
-	c := &Conn{obs: obs}
+	c := &Conn{obs: obs, t0: time.Now()}
 	deflate, unknown := parseExtensions(cfg.Extensions)
 	for from := range c.sides {
 		s := &c.sides[from]
@@ -105,34 +119,43 @@ func parseExtensions(header string) (deflate *wsflate.Parameters, unknown bool) 
 }
 
 // Arrived notes bytes just read from one side, at at, which the caller is
-// about to forward. They are measured by Measure(from), or sooner, when
-// bytes that arrive later from the other side are measured: the
-// measurement then sees the two directions in the order their bytes
-// arrived (a response.create before the response.created it caused). p
-// must not change until Measure(from) returns.
+// about to forward; Measure(from) measures them once forwarded. p must
+// not change until Measure(from) returns. Arrived takes no lock.
 func (c *Conn) Arrived(from Side, p []byte, at time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return
-	}
 	s := &c.sides[from]
-	s.measure() // normally nothing: Measure follows each Arrived
 	s.noted, s.at = p, at
+	// Published after noted and at: a response.created read now may be
+	// the answer to these bytes.
+	s.inFlight.Store(int64(at.Sub(c.t0)) + 1)
 }
 
 // Measure measures the bytes from one side that Arrived noted, now that
 // they have been forwarded.
 func (c *Conn) Measure(from Side) {
+	s := &c.sides[from]
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return
 	}
-	if o := &c.sides[from.other()]; o.noted != nil && o.at.Before(c.sides[from].at) {
-		o.measure()
+	s.measuring = true
+	c.mu.Unlock()
+
+	s.frames.write(s.noted, s.at)
+	s.noted = nil
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s.measuring = false
+	s.inFlight.Store(0)
+	if from == Client {
+		// The responses that began while these bytes were on their way
+		// can now tell whether one of them asked for it.
+		c.res.resolve(c.obs)
 	}
-	c.sides[from].measure()
+	if c.closed {
+		s.end() // Close came while this side was measuring
+	}
 }
 
 // Observe is Arrived and Measure at once, for bytes already forwarded.
@@ -141,13 +164,11 @@ func (c *Conn) Observe(from Side, p []byte, at time.Time) {
 	c.Measure(from)
 }
 
-func (s *side) measure() {
-	if s.noted == nil {
-		return
-	}
-	p := s.noted
-	s.noted = nil
-	s.frames.write(p, s.at)
+// clientBefore reports whether bytes the client sent, read before at, are
+// still on their way to the upstream or being measured.
+func (c *Conn) clientBefore(at time.Time) bool {
+	v := c.sides[Client].inFlight.Load()
+	return v != 0 && v-1 <= int64(at.Sub(c.t0))
 }
 
 // Ended says that one side ended the connection: reading from it ended,
@@ -165,10 +186,10 @@ func (c *Conn) ended(by Side) {
 	}
 }
 
-// Close ends the measurement when the connection is over, at at: the
-// bytes still noted are measured, a message cut short is counted, and the
-// responses still in flight end as the side that left decides (ClientGone
-// or ServerGone; Cancelled after the client's response.cancel). Later
+// Close ends the measurement when the connection is over, at at: a
+// message cut short is counted, and the responses still in flight end as
+// the side that left decides (ClientGone or ServerGone; Cancelled after
+// the client's response.cancel). Bytes not yet measured are not; later
 // calls do nothing.
 func (c *Conn) Close(at time.Time) {
 	c.mu.Lock()
@@ -176,29 +197,45 @@ func (c *Conn) Close(at time.Time) {
 	if c.closed {
 		return
 	}
-	first := Client
-	if c.sides[Server].noted != nil && (c.sides[Client].noted == nil || c.sides[Server].at.Before(c.sides[Client].at)) {
-		first = Server
-	}
-	c.sides[first].measure()
-	c.sides[first.other()].measure()
 	c.closed = true
 	for i := range c.sides {
-		if c.sides[i].frames.end() {
-			c.obs.Unreadable(Truncated)
+		if s := &c.sides[i]; !s.measuring {
+			s.end()
 		}
 	}
 	outcome := ClientGone
 	if c.endedKnown && c.endedBy == Server {
 		outcome = ServerGone
 	}
-	c.res.closeAll(outcome, at)
+	c.res.closeAll(c.obs, outcome, at)
+}
+
+// end ends the side's frames, counting a frame or message cut short.
+// Called with mu held, once the side's goroutine no longer reads them.
+func (s *side) end() {
+	if s.done {
+		return
+	}
+	s.done = true
+	if s.frames.end() {
+		s.c.obs.Unreadable(Truncated)
+	}
 }
 
 // The frameReader's messages, per side.
 
 func (s *side) message(data []byte, at time.Time) { s.c.event(s.from, data, at) }
 
-func (s *side) closeFrame() { s.c.ended(s.from) }
+func (s *side) closeFrame() {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	s.c.ended(s.from)
+}
 
-func (s *side) unreadable(f Failure) { s.c.obs.Unreadable(f) }
+func (s *side) unreadable(f Failure) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	if !s.c.closed {
+		s.c.obs.Unreadable(f)
+	}
+}

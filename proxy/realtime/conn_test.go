@@ -174,43 +174,114 @@ func TestResponses(t *testing.T) {
 	}
 }
 
-// TestResponsesByArrival: bytes from the client that arrived before the
-// server's are measured first, even when the server's are measured
-// first, so that a response.create still being forwarded starts the
-// clock of the response.created it caused.
-func TestResponsesByArrival(t *testing.T) {
-	var w watcher
-	c := New(Config{MaxMessageBytes: 1 << 20}, &w)
-	c.Arrived(Client, text(clientMask, create), at(0))
-	c.Arrived(Server, text([4]byte{}, created("r1")), at(3))
-	c.Measure(Server)
-	c.Measure(Client)
-	c.Observe(Server, text([4]byte{}, delta("response.output_audio.delta", "r1")), at(10))
-	c.Ended(Client)
-	c.Close(at(20))
-	if len(w.started) != 1 || w.started[0].ByServer || !w.started[0].At.Equal(at(0)) || w.resps[0].ttft != ms(10) {
-		t.Fatalf("started %+v, TTFT %v; want the client's create at 0 to start it, TTFT 10ms", w.started, w.resps[0].ttft)
-	}
+// TestResponsesWaitForTheClient: a response.created measured while bytes
+// the client sent before it are still on their way waits for them: the
+// response.create among them starts its clock, and the deltas that came
+// meanwhile count from it. Client bytes read after the response.created
+// cannot have asked for it.
+func TestResponsesWaitForTheClient(t *testing.T) {
+	t.Run("the create was on its way", func(t *testing.T) {
+		var w watcher
+		c := New(Config{MaxMessageBytes: 1 << 20}, &w)
+		c.Arrived(Client, text(clientMask, create), at(0))
+		c.Observe(Server, text([4]byte{}, created("r1")), at(3))
+		c.Observe(Server, text([4]byte{}, delta("response.output_audio.delta", "r1")), at(10))
+		c.Observe(Server, text([4]byte{}, delta("response.output_audio.delta", "r1")), at(14))
+		if len(w.started) != 0 {
+			t.Fatalf("started %+v before the client's bytes were measured", w.started)
+		}
+		c.Measure(Client)
+		c.Observe(Server, text([4]byte{}, delta("response.output_audio.delta", "r1")), at(20))
+		c.Close(at(30))
+		if len(w.started) != 1 || w.started[0].ByServer || !w.started[0].At.Equal(at(0)) ||
+			w.resps[0].ttft != ms(10) || !slices.Equal(w.resps[0].gaps, []time.Duration{ms(4), ms(6)}) {
+			t.Fatalf("started %+v, TTFT %v, gaps %v; want the create at 0 to start it, TTFT 10ms, gaps 4ms 6ms",
+				w.started, w.resps[0].ttft, w.resps[0].gaps)
+		}
+	})
+	t.Run("the client's bytes came after", func(t *testing.T) {
+		var w watcher
+		c := New(Config{MaxMessageBytes: 1 << 20}, &w)
+		c.Arrived(Client, text(clientMask, create), at(5))
+		c.Observe(Server, text([4]byte{}, created("r1")), at(3))
+		if len(w.started) != 1 || !w.started[0].ByServer || !w.started[0].At.Equal(at(3)) {
+			t.Fatalf("started %+v; want the server's own response, at its response.created", w.started)
+		}
+		c.Measure(Client)
+		c.Close(at(30))
+	})
+	t.Run("no create among them", func(t *testing.T) {
+		var w watcher
+		c := New(Config{MaxMessageBytes: 1 << 20}, &w)
+		c.Arrived(Client, text(clientMask, `{"type":"input_audio_buffer.append","audio":"AAAA"}`), at(0))
+		c.Observe(Server, text([4]byte{}, created("r1")), at(3))
+		c.Observe(Server, text([4]byte{}, delta("response.output_audio.delta", "r1")), at(10))
+		c.Measure(Client)
+		c.Close(at(30))
+		if len(w.started) != 1 || !w.started[0].ByServer || !w.started[0].At.Equal(at(3)) || w.resps[0].ttft != ms(7) {
+			t.Fatalf("started %+v, TTFT %v; want the server's own response, TTFT 7ms", w.started, w.resps[0].ttft)
+		}
+	})
 }
 
 // TestConnClose: a Close frame says who ended the connection before
-// either end closes; what is still noted is measured; a message cut
-// short counts; nothing is measured after Close.
+// either end closes; a message cut short counts; the responses in flight
+// end once, at Close; bytes not measured by then, and any after, are not.
 func TestConnClose(t *testing.T) {
 	var w watcher
 	c := New(Config{MaxMessageBytes: 1 << 20}, &w)
 	play(c, []step{{0, Server, created("r1")}})
 	c.Observe(Client, frame(0x8, true, false, clientMask, []byte{0x03, 0xe8}), at(1))
 	c.Ended(Server) // the server closes its end after the client's Close frame
-	c.Arrived(Server, append(text([4]byte{}, delta("response.output_audio.delta", "r1")), 0x81, 0x05, 'a'), at(2))
-	c.Close(at(3))
-	c.Observe(Server, text([4]byte{}, done("r1", "completed", 1)), at(4))
+	c.Observe(Server, append(text([4]byte{}, delta("response.output_audio.delta", "r1")), 0x81, 0x05, 'a'), at(2))
+	c.Arrived(Server, text([4]byte{}, delta("response.output_audio.delta", "r1")), at(3))
+	c.Close(at(4))
+	c.Measure(Server)
+	c.Observe(Server, text([4]byte{}, done("r1", "completed", 1)), at(5))
 	r := w.resps[0]
-	if len(r.ends) != 1 || r.ends[0].Outcome != ClientGone || r.ends[0].Deltas != 1 || !r.ends[0].At.Equal(at(3)) {
-		t.Errorf("ended %+v; want once, ClientGone at 3ms, with the delta noted before Close", r.ends)
+	if len(r.ends) != 1 || r.ends[0].Outcome != ClientGone || r.ends[0].Deltas != 1 || !r.ends[0].At.Equal(at(4)) {
+		t.Errorf("ended %+v; want once, ClientGone at 4ms, with the one delta measured before Close", r.ends)
 	}
 	if !slices.Equal(w.fails, []Failure{Truncated}) {
 		t.Errorf("failures %v, want the cut message", w.fails)
+	}
+}
+
+// TestConnConcurrent: both directions measured at once, on goroutines of
+// their own, and closed while they still run (go test -race).
+func TestConnConcurrent(t *testing.T) {
+	var w watcher
+	c := New(Config{MaxMessageBytes: 1 << 20, Extensions: "permessage-deflate"}, &w)
+	d := newDeflater(true)
+	client := make([][]byte, 200)
+	for i := range client {
+		client[i] = frame(0x1, true, true, clientMask, d.compress([]byte(create)))
+	}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for i, f := range client {
+			c.Observe(Client, f, at(i))
+		}
+	}()
+	for i := range 200 {
+		c.Observe(Server, text([4]byte{}, created(fmt.Sprint("r", i))), at(i))
+		c.Observe(Server, text([4]byte{}, delta("response.output_text.delta", fmt.Sprint("r", i))), at(i))
+		if i%2 == 0 {
+			c.Observe(Server, text([4]byte{}, done(fmt.Sprint("r", i), "completed", 1)), at(i))
+		}
+		if i == 150 {
+			c.Close(at(i))
+		}
+	}
+	<-finished
+	for i, r := range w.resps {
+		if len(r.ends) != 1 {
+			t.Errorf("response %d ended %d times", i, len(r.ends))
+		}
+	}
+	if len(w.resps) == 0 || len(w.fails) > 0 {
+		t.Errorf("%d responses, failures %v", len(w.resps), w.fails)
 	}
 }
 

@@ -43,7 +43,7 @@
 // decompression; a larger message is forwarded, counted (TooLarge) and
 // not kept, while a compressed one still inflates, so that the window of
 // the messages after it stays whole. A decompressing direction holds a
-// DEFLATE window (32 KiB) and a coroutine. The ids kept, the
+// DEFLATE window (32 KiB), 12 KiB of buffers and a coroutine. The ids kept, the
 // response.create events waiting and the responses in flight are bounded
 // (responses.go). Reading a delta allocates nothing.
 package realtime

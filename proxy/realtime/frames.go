@@ -66,7 +66,6 @@ type frameReader struct {
 	msg        []byte
 
 	inflate *inflater // started by the first compressed message
-	scratch [4 << 10]byte
 	// lost: the frames broke RFC 6455 where the reader cannot know where
 	// the next frame starts; it reads nothing more.
 	lost bool
@@ -179,12 +178,12 @@ func (r *frameReader) payload(p []byte) {
 	switch {
 	case r.frame.OpCode.IsControl():
 	case r.compressed:
-		// Unmask a piece at a time into scratch, and inflate it: the
-		// decompressed bytes come back through take.
+		// Unmask a piece at a time into the inflater's own buffer, and
+		// inflate it: the decompressed bytes come back through take.
 		for len(p) > 0 {
-			n := copy(r.scratch[:], p)
-			r.unmask(r.scratch[:n])
-			r.inflate.write(r.scratch[:n])
+			n := copy(r.inflate.input[:], p)
+			r.unmask(r.inflate.input[:n])
+			r.inflate.write(r.inflate.input[:n])
 			p = p[n:]
 		}
 	case r.keep(len(p)):

@@ -72,6 +72,8 @@ type inflater struct {
 	br    *bufio.Reader       // reading from the inflater
 	in    []byte              // input given and not yet consumed
 	buf   [4 << 10]byte       // decompressed bytes on their way to out
+	// input is where the frameReader unmasks the payload it gives.
+	input [4 << 10]byte
 
 	inflated int64 // decompressed bytes of the current message so far
 	ended    bool  // the current message's input is all in, its tail included
@@ -94,7 +96,7 @@ func newInflater(takeover bool, limit int64, out output) *inflater {
 }
 
 // run is the coroutine: the decompressor reading the direction's messages
-// one after another, waiting in ReadByte for each piece of input.
+// one after another, waiting in Read for each piece of input.
 func (f *inflater) run(yield func(struct{}) bool) {
 	f.yield = yield
 	for !f.stopped {

@@ -10,12 +10,13 @@ import (
 // Bounds on what a connection keeps, whatever its peers send: the
 // response.create events waiting for their response.created, the
 // responses in flight (the Realtime API runs one per conversation, and
-// out-of-band responses beside it), and the bytes of an id kept to tell
-// them apart.
+// out-of-band responses beside it), the bytes of an id kept to tell them
+// apart, and the gaps a response holds while its start is not yet known.
 const (
 	maxPending = 8
 	maxActive  = 16
 	maxIDBytes = 64
+	maxHeld    = 4096
 )
 
 // id is an event's or a response's id, cut at maxIDBytes.
@@ -46,9 +47,21 @@ type pendingCreate struct {
 type response struct {
 	id     id
 	start  time.Time
-	obs    ResponseObserver
+	obs    ResponseObserver // nil while waiting
 	tally  events.Tally
 	cancel bool
+	// waiting: it began (response.created, at created) while bytes the
+	// client sent before were still being forwarded or measured, one of
+	// which may be the response.create that asked for it; its start, and
+	// so its Observer, wait for them. held are its gaps meanwhile.
+	waiting bool
+	created time.Time
+	held    []heldGap
+}
+
+type heldGap struct {
+	d  time.Duration
+	at time.Time
 }
 
 // responses matches a connection's events into responses.
@@ -57,9 +70,18 @@ type responses struct {
 	active  []*response     // at most maxActive
 }
 
-// event reads one text message from side from.
+// event reads one text message from side from: on the side's goroutine,
+// then, with the lock, applies it.
 func (c *Conn) event(from Side, data []byte, at time.Time) {
 	e := events.ParseRealtime(data)
+	if e.Type == events.RealtimeOther && !e.Invalid {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
 	if e.Invalid {
 		c.obs.Unreadable(InvalidJSON)
 		return
@@ -76,19 +98,19 @@ func (c *Conn) event(from Side, data []byte, at time.Time) {
 		}
 	case events.RealtimeResponseCreated:
 		if from == Server {
-			r.created(c.obs, e.ResponseID, at)
+			r.created(c.obs, e.ResponseID, at, c.clientBefore(at))
 		}
 	case events.RealtimeDelta:
 		if a := r.find(e.ResponseID); from == Server && a != nil && e.Token {
-			a.delta(e.Event, at)
+			a.delta(c.obs, r, e.Event, at)
 		}
 	case events.RealtimeResponseDone:
 		if i := r.index(e.ResponseID); from == Server && i >= 0 {
-			r.end(i, doneOutcome(e.Status), e.Event, at)
+			r.end(c.obs, i, doneOutcome(e.Status), e.Event, at)
 		}
 	case events.RealtimeError:
 		if from == Server {
-			r.failed(e, at)
+			r.failed(c.obs, e, at)
 		}
 	}
 }
@@ -121,19 +143,52 @@ func (r *responses) cancel(responseID []byte) {
 }
 
 // created starts a response: its clock starts at the oldest
-// response.create waiting, or now, when none is (the server began it).
-func (r *responses) created(obs Observer, responseID []byte, at time.Time) {
+// response.create waiting, or, when none is, at its response.created (the
+// server began it), unless bytes the client sent before it are still on
+// their way (clientBusy): then it waits for them (resolve).
+func (r *responses) created(obs Observer, responseID []byte, at time.Time, clientBusy bool) {
 	if len(r.active) == maxActive || len(responseID) > 0 && r.find(responseID) != nil {
 		return
 	}
-	a := &response{id: makeID(responseID), start: at, tally: events.NewTally()}
+	a := &response{id: makeID(responseID), created: at, tally: events.NewTally()}
+	r.active = append(r.active, a)
+	if len(r.pending) == 0 && clientBusy {
+		a.waiting = true
+		return
+	}
+	r.start(obs, a)
+}
+
+// start starts a's clock, at the oldest response.create waiting, else at
+// its response.created, and hands it to obs with what it held.
+func (r *responses) start(obs Observer, a *response) {
+	a.start = a.created
 	byServer := len(r.pending) == 0
 	if !byServer {
-		a.start, a.cancel = r.pending[0].at, r.pending[0].cancel
+		a.start, a.cancel = r.pending[0].at, a.cancel || r.pending[0].cancel
 		r.pending = append(r.pending[:0], r.pending[1:]...)
 	}
-	a.obs = obs.Start(Start{ResponseID: string(responseID), At: a.start, ByServer: byServer})
-	r.active = append(r.active, a)
+	a.obs = obs.Start(Start{ResponseID: string(a.id.b[:a.id.n]), At: a.start, ByServer: byServer})
+	if a.waiting {
+		a.waiting = false
+		if a.tally.Events > 0 {
+			a.obs.FirstDelta(a.tally.First.Sub(a.start), a.tally.First)
+		}
+		for _, g := range a.held {
+			a.obs.Gap(g.d, g.at)
+		}
+		a.held = nil
+	}
+}
+
+// resolve starts the responses waiting, now that the client's bytes are
+// measured (or the connection is over).
+func (r *responses) resolve(obs Observer) {
+	for _, a := range r.active {
+		if a.waiting {
+			r.start(obs, a)
+		}
+	}
 }
 
 // index returns the index of the response in flight that responseID
@@ -161,11 +216,19 @@ func (r *responses) find(responseID []byte) *response {
 	return nil
 }
 
-// delta counts an output delta.
-func (a *response) delta(e events.Event, at time.Time) {
+// delta counts an output delta. A response whose start is not yet known
+// holds its gaps (a few: the client's bytes take microseconds to measure),
+// up to maxHeld: then it starts without waiting more.
+func (a *response) delta(obs Observer, r *responses, e events.Event, at time.Time) {
 	tok, ok := a.tally.Add(e, at)
 	switch {
 	case !ok:
+	case a.waiting && tok.First:
+	case a.waiting && len(a.held) < maxHeld:
+		a.held = append(a.held, heldGap{tok.Gap, at})
+	case a.waiting:
+		r.start(obs, a)
+		a.obs.Gap(tok.Gap, at)
 	case tok.First:
 		a.obs.FirstDelta(at.Sub(a.start), at)
 	default:
@@ -176,10 +239,10 @@ func (a *response) delta(e events.Event, at time.Time) {
 // failed reads an error event: it ends the response it names; one that
 // answers a waiting response.create means that no response will answer
 // it.
-func (r *responses) failed(e events.RealtimeEvent, at time.Time) {
+func (r *responses) failed(obs Observer, e events.RealtimeEvent, at time.Time) {
 	if len(e.ResponseID) > 0 {
 		if i := r.index(e.ResponseID); i >= 0 {
-			r.end(i, Failed, e.Event, at)
+			r.end(obs, i, Failed, e.Event, at)
 		}
 		return
 	}
@@ -208,8 +271,11 @@ func doneOutcome(s events.ResponseStatus) Outcome {
 
 // end ends the response at index i, with the counts of last (its
 // response.done, or the error that ended it).
-func (r *responses) end(i int, outcome Outcome, last events.Event, at time.Time) {
+func (r *responses) end(obs Observer, i int, outcome Outcome, last events.Event, at time.Time) {
 	a := r.active[i]
+	if a.waiting {
+		r.start(obs, a)
+	}
 	r.active = append(r.active[:i], r.active[i+1:]...)
 	last.Token = false
 	a.tally.Add(last, at)
@@ -231,7 +297,8 @@ func (a *response) finish(outcome Outcome, at time.Time) {
 
 // closeAll ends the responses in flight when the connection ends:
 // Cancelled those the client had asked to cancel, the rest by outcome.
-func (r *responses) closeAll(outcome Outcome, at time.Time) {
+func (r *responses) closeAll(obs Observer, outcome Outcome, at time.Time) {
+	r.resolve(obs)
 	for _, a := range r.active {
 		o := outcome
 		if a.cancel {
