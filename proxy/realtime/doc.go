@@ -10,8 +10,10 @@
 // The proxy copies each direction of the connection on a goroutine of its
 // own; for each read it hands a Conn the bytes (Arrived), forwards them,
 // then has them measured (Measure). The Conn never changes or holds up a
-// byte: it follows copies. Each direction's frameReader follows the
-// frames (RFC 6455 section 5: headers, masking, messages fragmented into
+// byte: it follows copies, and each direction is measured on its own
+// goroutine without waiting for the other's (only applying an event to
+// the responses takes the Conn's lock). Each direction's frameReader
+// follows the frames (RFC 6455 section 5: headers, masking, messages fragmented into
 // continuation frames with control frames between them), decompresses
 // permessage-deflate messages as the 101 response negotiated them (RFC
 // 7692, with or without context takeover: inflate.go), and hands each
@@ -26,7 +28,9 @@
 // response.done. Its clock starts when the client's response.create
 // passed the proxy, or, when the server began the response itself (server-
 // side voice activity detection: no response.create was waiting), when
-// response.created passed. Each event is stamped with the time the read
+// response.created passed. A response.created measured while bytes the
+// client sent before it are still being forwarded or measured waits for
+// them (holding its gaps) before it tells the two apart. Each event is stamped with the time the read
 // that completed it returned. Output deltas are response.output_text.delta,
 // response.output_audio.delta, response.output_audio_transcript.delta and
 // response.function_call_arguments.delta, and the beta's
