@@ -26,8 +26,8 @@
 //
 // A response runs from the server's response.created to its
 // response.done. Its clock starts when the client's response.create
-// passed the proxy, or, when the server began the response itself (server-
-// side voice activity detection: no response.create was waiting), when
+// passed the proxy, or, when the server began the response itself
+// (server-side voice activity detection: no response.create was waiting), when
 // response.created passed. A response.created measured while bytes the
 // client sent before it are still being forwarded or measured waits for
 // them (holding its gaps) before it tells the two apart. Each event is stamped with the time the read
