@@ -144,10 +144,12 @@ func TestRealtimeFramesPassUnchanged(t *testing.T) {
 			case <-time.After(5 * time.Second):
 				t.Fatal("the upstream saw no connection")
 			}
-			select {
-			case <-upstream.closed:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the upstream's connection was not closed")
+			for _, end := range []*tapConn{upstream, client} {
+				select {
+				case <-end.closed:
+				case <-time.After(10 * time.Second):
+					t.Fatal("a connection was not closed")
+				}
 			}
 			client.mu.Lock()
 			upstream.mu.Lock()

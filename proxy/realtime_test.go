@@ -155,8 +155,8 @@ func realtimeHarness(t *testing.T, up *e2e.RealtimeUpstream, opts ...harnessOpti
 // machine under -race now and then delays a goroutine that long), the
 // median TTFT difference within 2 ms (of five responses or more: a median
 // of fewer is one of them), and the gaps of all the responses
-// together within 1% (or 1 ms, for responses too short for 1% to be more
-// than the clocks' resolution under load).
+// together within 1% (or 5 ms, for responses too short for 1% of them to
+// be more than a goroutine's scheduling delay under load).
 func checkAgainstClient(t *testing.T, rec *recorder.Recorder, seen []*clientResponse, outcomes []string) {
 	t.Helper()
 	var diffs []float64
@@ -197,7 +197,7 @@ func checkAgainstClient(t *testing.T, rec *recorder.Recorder, seen []*clientResp
 		t.Errorf("median |TTFT - client's| %.2fms, want within 2ms", diffs[len(diffs)/2]*1000)
 	}
 	t.Logf("gaps of %d responses: proxy %v, client %v", len(seen), proxyGaps, clientGaps)
-	if math.Abs((proxyGaps - clientGaps).Seconds()) > max(0.01*clientGaps.Seconds(), 0.001) {
+	if math.Abs((proxyGaps - clientGaps).Seconds()) > max(0.01*clientGaps.Seconds(), 0.005) {
 		t.Errorf("gaps of all the responses: proxy %v, client %v, want within 1%%", proxyGaps, clientGaps)
 	}
 }
