@@ -74,18 +74,23 @@ func TestRealtimeOutcomes(t *testing.T) {
 // TestRealtimeRecordedAsStreams: the model label comes from the query and
 // is bounded as every model label; a connection is its responses'
 // session (the session header's, else its own), each response a turn;
-// the exemplars carry the response's id; each response has a span, a
-// child of the connection's; the connection is one request, 101.
+// the objectives judge its responses, whose tokens are goodput, and their
+// gaps fall in load bands; the exemplars carry the response's id; each
+// response has a span, a child of the connection's; the connection is
+// one request, 101.
 func TestRealtimeRecordedAsStreams(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	h, rec := realtimeHarness(t, &e2e.RealtimeUpstream{}, traced(spans), func(c *Config, o *metrics.Options) {
 		c.SessionHeader = "X-Session-Id"
 		o.MaxModels, o.SessionMax, o.SessionTTL = 1, 16, time.Hour
+		o.SLOs = metrics.SLOs{Default: metrics.Objectives{TTFT: time.Second, ITL: time.Second}}
 	})
 	c := dialRealtime(t, h, "gpt-realtime", websocket.CompressionDisabled, http.Header{"X-Session-Id": {"call-7"}})
 	var ids []string
+	tokens := 0
 	for range 3 {
-		ids = append(ids, c.respond(create("kind=audio deltas=6 gap=2ms"), 0).id)
+		r := c.respond(create("kind=audio deltas=6 gap=2ms"), 0)
+		ids, tokens = append(ids, r.id), tokens+int(r.output)
 	}
 	_ = c.c.Close(websocket.StatusNormalClosure, "")
 	other := dialRealtime(t, h, "another-model", websocket.CompressionDisabled, nil)
@@ -106,6 +111,24 @@ func TestRealtimeRecordedAsStreams(t *testing.T) {
 		if got := h.counter("itlproxy_requests_total", "endpoint", metrics.EndpointRealtime, "model", m.model, "code", "101"); got != m.connections {
 			t.Errorf("model %s: %v connections, want %v with code 101", m.model, got, m.connections)
 		}
+	}
+	model := []string{"model", "gpt-realtime"}
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"itlproxy_slo_observations_total", []string{"slo", metrics.SLOTTFT}, 3},
+		{"itlproxy_slo_observations_total", []string{"slo", metrics.SLOITL}, 15},
+		{"itlproxy_streams_judged_total", []string{"verdict", metrics.VerdictMet}, 3},
+		{"itlproxy_goodput_tokens_total", nil, float64(tokens)},
+	} {
+		if got := h.counter(c.name, append(c.labels, model...)...); got != c.want {
+			t.Errorf("%s %v: %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+	if n, _ := h.hist("itlproxy_inter_token_latency_by_load_seconds", append(model, "endpoint", metrics.EndpointRealtime)...); n != 15 {
+		t.Errorf("%d gaps by load band, want 15", n)
 	}
 	for turn, want := range map[string]uint64{"1": 3, "2-4": 2} {
 		if n, _ := h.hist("itlproxy_time_to_first_token_by_turn_seconds", "turn", turn); n != want {
