@@ -42,8 +42,9 @@ var models = map[string]e2e.Model{
 
 // clients are the load: session clients on every model, completions,
 // non-streamed requests, a client that abandons its streams, two steady
-// streams, a stream of several tokens per event, and a stream of Ollama's
-// native API (whose server reports its own decode timing).
+// streams, a stream of several tokens per event, a stream of Ollama's
+// native API (whose server reports its own decode timing), and a Realtime
+// API WebSocket (voice: audio deltas with their transcript).
 func clients() []e2e.Client {
 	out := append(e2e.Streams(2, "phi-steady"), e2e.Streams(1, "qwen-spec")...)
 	for _, model := range []string{"llama-fast", "qwen-spiky", "mixtral-flaky"} {
@@ -55,7 +56,8 @@ func clients() []e2e.Client {
 		e2e.Client{Path: "/v1/completions", Body: `{"model":"llama-fast","stream":true,"prompt":"x"}`},
 		e2e.Client{Path: "/v1/chat/completions", Body: `{"model":"qwen-spiky","stream":false}`},
 		e2e.Client{Path: "/v1/chat/completions", Body: `{"model":"llama-fast","stream":true}`, Abandon: true},
-		e2e.Client{Path: "/api/chat", Body: `{"model":"phi-steady","messages":[{"role":"user","content":"x"}]}`})
+		e2e.Client{Path: "/api/chat", Body: `{"model":"phi-steady","messages":[{"role":"user","content":"x"}]}`},
+		e2e.Client{Realtime: "phi-steady"})
 }
 
 // grafanaValues stands in for what Grafana puts in a query with the

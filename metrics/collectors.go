@@ -71,12 +71,15 @@ func (m *Metrics) latencyCollectors(r *registrar, slos SLOs, stallThreshold time
 	itlBounds := itlBounds(slos, stallThreshold)
 	m.ttft = r.histogram("time_to_first_token_seconds",
 		"Time to first token: from the proxy receiving the request headers (t0) to the first "+
-			"token-bearing SSE event (or NDJSON line) fully read from the upstream. One observation per "+
-			"stream that produced a token.",
+			"token-bearing SSE event (or NDJSON line) fully read from the upstream; for a Realtime API "+
+			"response (endpoint realtime), from the client's response.create passing the proxy (or the "+
+			"upstream's response.created, for a response it began itself) to the response's first output "+
+			"delta. One observation per stream that produced a token.",
 		withBounds(ttftBuckets, slos.bounds(SLOTTFT)...), "model", "endpoint")
 	m.itl = r.histogram("inter_token_latency_seconds",
 		"Inter-token latency: the gap between two consecutive token-bearing SSE events (or NDJSON "+
-			"lines) of a stream, each stamped when fully read from the upstream. One observation per gap; events that "+
+			"lines, or output deltas of a Realtime API response) of a stream, each stamped when fully read "+
+			"from the upstream. One observation per gap; events that "+
 			"arrive in the same read are 0 s apart.",
 		withBounds(gapBuckets, itlBounds...), "model", "endpoint")
 	m.itlByPosition = r.breakdown("inter_token_latency_by_position_seconds",
@@ -101,7 +104,8 @@ func (m *Metrics) latencyCollectors(r *registrar, slos SLOs, stallThreshold time
 		breakdownGapBuckets, "model", "endpoint", "context")
 	m.duration = r.histogram("request_duration_seconds",
 		"Request duration: from the proxy receiving the request headers (t0) to the last byte of the "+
-			"response handed to the client, or to the request failing. Every request, streamed or not.",
+			"response handed to the client, or to the request failing (a Realtime API WebSocket: to the "+
+			"end of the connection). Every request, streamed or not.",
 		durationBuckets, "model", "endpoint", "streaming")
 }
 
@@ -120,7 +124,8 @@ func itlBounds(slos SLOs, stallThreshold time.Duration) []float64 {
 func (m *Metrics) trafficCollectors(r *registrar) {
 	m.requests = r.counter("requests_total",
 		"Requests proxied, counted when the response ends, by the status returned to the client "+
-			"(499: the client went away before any response). streaming is true when the request asked "+
+			"(499: the client went away before any response; a Realtime API WebSocket is counted when "+
+			"the connection ends, 101 once switched). streaming is true when the request asked "+
 			"for a stream or the response was an event stream.",
 		"model", "endpoint", "streaming", "code", "tenant")
 	m.streams = r.counter("streams_total",
@@ -131,7 +136,8 @@ func (m *Metrics) trafficCollectors(r *registrar) {
 			"has), idle_timeout (the upstream went silent for the stream idle timeout and the proxy cut "+
 			"the stream), incomplete (the upstream ended the response early, as the Responses API's "+
 			"response.incomplete says). A stream whose end marker arrived ([DONE], response.completed, "+
-			"message_stop) is completed even if the client leaves before the connection ends, as SDKs do.",
+			"message_stop) is completed even if the client leaves before the connection ends, as SDKs do. "+
+			"Each response of a Realtime API WebSocket is a stream.",
 		"model", "endpoint", "outcome", "tenant")
 	m.outputTokens = r.counter("output_tokens_total",
 		"Output tokens, counted when a response ends: the usage the upstream reported "+
@@ -147,11 +153,12 @@ func (m *Metrics) trafficCollectors(r *registrar) {
 		"model", "endpoint", "tenant")
 	m.active = r.gauge("active_streams",
 		"Streams in flight: from the proxy receiving a stream request's headers (or, if the "+
-			"request did not say, the upstream's event-stream headers) to the end of the response.",
+			"request did not say, the upstream's event-stream headers) to the end of the response; a "+
+			"Realtime API response from its response.created to its response.done.",
 		"model", "endpoint")
 	m.parseFailures = r.counter("parse_failures_total",
 		"Upstream response data the measurement could not read, by reason (invalid_json, "+
-			"event_too_large, truncated, body_too_large, content_encoding). The bytes were forwarded "+
+			"event_too_large, truncated, body_too_large, content_encoding, invalid_frame). The bytes were forwarded "+
 			"unchanged; only the measurement is missing.",
 		"model", "endpoint", "reason")
 }

@@ -35,9 +35,11 @@ var contract = []family{
 	{"itlproxy_time_to_first_token_seconds", typeHistogram, endpointModel, []string{
 		"from the proxy receiving the request headers (t0)",
 		"to the first token-bearing SSE event (or NDJSON line) fully read from the upstream",
+		"for a Realtime API response (endpoint realtime), from the client's response.create passing the proxy",
+		"to the response's first output delta",
 		"One observation per stream that produced a token"}},
 	{"itlproxy_inter_token_latency_seconds", typeHistogram, endpointModel, []string{
-		"the gap between two consecutive token-bearing SSE events (or NDJSON lines) of a stream",
+		"the gap between two consecutive token-bearing SSE events (or NDJSON lines, or output deltas of a Realtime API response) of a stream",
 		"each stamped when fully read from the upstream",
 		"One observation per gap", "in the same read are 0 s apart"}},
 	{"itlproxy_inter_token_latency_by_position_seconds", typeHistogram, []string{"endpoint", "model", "position"}, []string{
@@ -74,7 +76,7 @@ var contract = []family{
 		"Streams in flight", "from the proxy receiving a stream request's headers",
 		"the upstream's event-stream headers", "to the end of the response"}},
 	{"itlproxy_parse_failures_total", typeCounter, []string{"endpoint", "model", "reason"}, []string{
-		"could not read, by reason " + listed(ParseInvalidJSON, ParseEventTooLarge, ParseTruncated, ParseBodyTooLarge, ParseEncoded),
+		"could not read, by reason " + listed(ParseInvalidJSON, ParseEventTooLarge, ParseTruncated, ParseBodyTooLarge, ParseEncoded, ParseInvalidFrame),
 		"The bytes were forwarded unchanged"}},
 	{"itlproxy_slo_breaches_total", typeCounter, classModelSLOTenant, []string{
 		"Observations over the objective of the stream's model and service class",

@@ -39,10 +39,17 @@
 // for LLM serving: fine for ITL and TTFT, coarse for the breakdowns by
 // band and turn, the stream shapes and the engines' figures, which
 // Options.NativeBreakdowns leaves with native buckets only
-// (docs/series-budget.md counts the series). When any response ends, [Metrics.Tokens] adds its
-// usage and [Metrics.Request] counts it with its status and duration;
+// (docs/series-budget.md counts the series).
+//
+// When any response ends, [Metrics.Tokens] adds its usage and
+// [Metrics.Request] counts it with its status and duration;
 // [Metrics.ParseFailure] counts, at any point, data the measurement could
 // not read (the bytes were forwarded all the same).
+//
+// Each response of a Realtime API WebSocket (endpoint realtime) is a stream
+// whose clock starts, in place of t0, when the client's response.create
+// passed the proxy (or the upstream's response.created, for a response it
+// began itself); its token-bearing events are its output deltas.
 //
 // # Bounded labels
 //

@@ -24,6 +24,9 @@ const (
 	EndpointTGIGenerate        = "tgi_generate"
 	EndpointLlamaCppCompletion = "llamacpp_completion"
 	EndpointSGLangGenerate     = "sglang_generate"
+
+	// OpenAI's Realtime API, over a WebSocket: each response is a stream.
+	EndpointRealtime = "realtime"
 )
 
 // Stream outcomes: how a stream ended.
@@ -67,8 +70,13 @@ const (
 	// measurement buffers, so its usage was not read.
 	ParseBodyTooLarge = "body_too_large"
 	// ParseEncoded: the body has a Content-Encoding the measurement does
-	// not decode.
+	// not decode (or a WebSocket message an extension it does not know
+	// encoded).
 	ParseEncoded = "content_encoding"
+	// ParseInvalidFrame: WebSocket frames the measurement could not follow
+	// (RFC 6455), after which it reads nothing more of that direction, or
+	// a compressed message that did not inflate (RFC 7692).
+	ParseInvalidFrame = "invalid_frame"
 )
 
 // Options configures New.

@@ -117,7 +117,7 @@ func TestRecordsAStream(t *testing.T) {
 	m.ParseFailure(l, ParseInvalidJSON)
 
 	want := `
-# HELP itlproxy_active_streams Streams in flight: from the proxy receiving a stream request's headers (or, if the request did not say, the upstream's event-stream headers) to the end of the response.
+# HELP itlproxy_active_streams Streams in flight: from the proxy receiving a stream request's headers (or, if the request did not say, the upstream's event-stream headers) to the end of the response; a Realtime API response from its response.created to its response.done.
 # TYPE itlproxy_active_streams gauge
 itlproxy_active_streams{endpoint="chat_completions",model="m"} 0
 # HELP itlproxy_build_info Always 1; the labels name the running build.
@@ -129,7 +129,7 @@ itlproxy_input_tokens_total{endpoint="chat_completions",model="m",tenant="_none"
 # HELP itlproxy_output_tokens_total Output tokens, counted when a response ends: the usage the upstream reported (usage.completion_tokens, or output_tokens from the Responses and Messages APIs), else, for streams, the number of token-bearing events.
 # TYPE itlproxy_output_tokens_total counter
 itlproxy_output_tokens_total{endpoint="chat_completions",model="m",tenant="_none"} 3
-# HELP itlproxy_streams_total Streams ended, by outcome: completed (the upstream ended the stream cleanly), client_canceled (the client went away first; the upstream request was canceled), upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), rejected (the upstream refused the request with a 4xx status, which itlproxy_requests_total has), idle_timeout (the upstream went silent for the stream idle timeout and the proxy cut the stream), incomplete (the upstream ended the response early, as the Responses API's response.incomplete says). A stream whose end marker arrived ([DONE], response.completed, message_stop) is completed even if the client leaves before the connection ends, as SDKs do.
+# HELP itlproxy_streams_total Streams ended, by outcome: completed (the upstream ended the stream cleanly), client_canceled (the client went away first; the upstream request was canceled), upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), rejected (the upstream refused the request with a 4xx status, which itlproxy_requests_total has), idle_timeout (the upstream went silent for the stream idle timeout and the proxy cut the stream), incomplete (the upstream ended the response early, as the Responses API's response.incomplete says). A stream whose end marker arrived ([DONE], response.completed, message_stop) is completed even if the client leaves before the connection ends, as SDKs do. Each response of a Realtime API WebSocket is a stream.
 # TYPE itlproxy_streams_total counter
 itlproxy_streams_total{endpoint="chat_completions",model="m",outcome="completed",tenant="_none"} 1
 `

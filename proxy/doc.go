@@ -15,6 +15,8 @@
 //     OPTIONS * is answered here, and a request that arrived with a
 //     Transfer-Encoding closes its connection after the response
 //     (smuggling.go).
+//     GET /v1/realtime, the Realtime API's WebSocket, has its own handler
+//     (realtime.go).
 //   - inspect: the measured handler reads the request body, up to
 //     Config.MaxRequestBytes, for its model, stream flag and user
 //     (events.InspectRequest), and replays the same bytes to the upstream
@@ -37,6 +39,12 @@
 //     a client that went away), the meter measures what is still queued,
 //     then its end record (outcome, usage, TPOT, ...) is recorded on the
 //     metrics.Stream, with the request's count, duration and tokens.
+//   - a WebSocket (realtime.go, websocket.go): ReverseProxy forwards the
+//     upgrade; after the upstream's 101, the body ModifyResponse wraps is
+//     the upstream connection, and each direction is copied through it:
+//     every read stamped, forwarded, then measured by package realtime.
+//     Each Realtime response is a metrics.Stream of its own, recorded and
+//     traced as a stream is; the connection is one request.
 //   - span (trace.go), when Config.Tracer is set: the request's server
 //     span starts with the exchange, a child of the client's traceparent;
 //     Rewrite makes it the upstream request's parent; the meter keeps only

@@ -26,8 +26,9 @@ type Config struct {
 	// MaxRequestBytes bounds the request bodies the proxy reads to find the
 	// model; larger ones are refused with 413.
 	MaxRequestBytes int64
-	// MaxEventBytes bounds what the measurement buffers: one SSE event, or
-	// one non-streamed JSON body. Larger ones pass through unmeasured.
+	// MaxEventBytes bounds what the measurement buffers: one SSE event,
+	// one non-streamed JSON body, or one Realtime API message (once
+	// decompressed). Larger ones pass through unmeasured.
 	MaxEventBytes int
 	// StreamIdleTimeout ends an event stream whose upstream sends nothing
 	// for that long; 0 means never.
@@ -55,8 +56,9 @@ type Config struct {
 	// DefaultRoutes (ParseRoutes adds to them).
 	Routes []Route
 	// DefaultModel is the model label of a measured request whose body
-	// names none (TGI's and llama.cpp's APIs have no model field); ""
-	// labels it _unknown.
+	// names none (TGI's and llama.cpp's APIs have no model field), or of a
+	// Realtime API connection whose query names none; "" labels it
+	// _unknown.
 	DefaultModel string
 }
 
@@ -150,5 +152,8 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	ctx := resp.Request.Context()
 	exchangeFrom(ctx).respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout, &p.measurer)
 	closeAfterResponse(resp.Request, resp.StatusCode, resp.Header)
+	if c, _ := ctx.Value(realtimeKey{}).(*realtimeConn); c != nil {
+		c.upgraded(resp)
+	}
 	return nil
 }

@@ -23,6 +23,7 @@ func (p *Proxy) routes() chi.Router {
 	for _, rt := range routes {
 		r.Post(rt.Path, p.measured(rt.Path, apis[rt.API]))
 	}
+	r.Get(realtimePath, p.realtime)
 	// Everything else is forwarded and counted, not measured: the proxy
 	// port serves nothing of its own.
 	r.NotFound(p.passthrough)

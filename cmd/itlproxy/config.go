@@ -31,7 +31,7 @@ type config struct {
 	MaxModels int      `env:"ITLPROXY_MAX_MODELS" envDefault:"32" help:"Distinct model label values kept when there is no allow-list; later models are labelled _other."`
 
 	MaxRequestBytes   byteSize      `env:"ITLPROXY_MAX_REQUEST_BYTES" envDefault:"32MiB" help:"Largest request body read on the measured routes, and largest Content-Length announced on any route; larger ones get 413. Bytes, or with KiB/MiB/GiB."`
-	MaxEventBytes     byteSize      `env:"ITLPROXY_MAX_EVENT_BYTES" envDefault:"1MiB" help:"Largest SSE event (or non-streamed JSON body) the measurement buffers; larger ones are forwarded unmeasured and counted."`
+	MaxEventBytes     byteSize      `env:"ITLPROXY_MAX_EVENT_BYTES" envDefault:"1MiB" help:"Largest SSE event, non-streamed JSON body or Realtime API message (once decompressed) the measurement buffers; larger ones are forwarded unmeasured and counted."`
 	UpstreamTimeout   time.Duration `env:"ITLPROXY_UPSTREAM_TIMEOUT" envDefault:"10m" help:"Longest wait for the upstream's response headers (a non-streamed request waits for its whole generation); 504 after it. 0: no limit."`
 	StreamIdleTimeout time.Duration `env:"ITLPROXY_STREAM_IDLE_TIMEOUT" envDefault:"0s" help:"End a stream whose upstream then sends nothing for this long (outcome idle_timeout; the client sees the stream cut). Counted only while the proxy waits for the upstream (not while a slow client reads) and not after the stream's end marker. 0: off."`
 
@@ -47,7 +47,7 @@ type config struct {
 	InjectUsage bool `env:"ITLPROXY_INJECT_USAGE" envDefault:"false" help:"Ask for usage on streaming chat and completions requests that do not (stream_options.include_usage), and take it out of the response: tokens and TPOT for every stream; see docs/apis.md."`
 
 	Routes       string `env:"ITLPROXY_ROUTES" help:"Comma-separated path=api pairs that measure an API on another path (a server mounted under a prefix), added to the built-in routes: e.g. /ollama/api/chat=ollama_chat,/generate=tgi_generate. APIs: see docs/apis.md."`
-	DefaultModel string `env:"ITLPROXY_DEFAULT_MODEL" help:"Model label of a measured request whose body names no model (TGI's and llama.cpp's native APIs). Unset: _unknown."`
+	DefaultModel string `env:"ITLPROXY_DEFAULT_MODEL" help:"Model label of a measured request whose body names no model (TGI's and llama.cpp's native APIs), or of a Realtime API connection without ?model=. Unset: _unknown."`
 
 	ReadHeaderTimeout time.Duration `env:"ITLPROXY_READ_HEADER_TIMEOUT" envDefault:"10s" help:"Longest a client may take to send its request headers (slowloris); the connection is closed after it."`
 	ClientIdleTimeout time.Duration `env:"ITLPROXY_CLIENT_IDLE_TIMEOUT" envDefault:"2m" help:"How long an idle keep-alive client connection is kept open."`

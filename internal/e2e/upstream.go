@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 )
 
 // Model is how Upstream answers for one model.
@@ -49,6 +52,10 @@ type Upstream struct {
 var modelField = regexp.MustCompile(`"model":"([^"]+)"`)
 
 func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/realtime" {
+		u.realtime(w, r)
+		return
+	}
 	body, _ := io.ReadAll(r.Body)
 	match := modelField.FindSubmatch(body)
 	if match == nil {
@@ -79,6 +86,20 @@ func (u *Upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.stream(w, r, strings.HasSuffix(r.URL.Path, "/chat/completions"), turn)
+}
+
+// realtime serves the Realtime API for the model the query names: each
+// response is audio with its transcript, the model's Tokens deltas
+// apart by its Gap (each response a turn of the connection's session),
+// the first its TTFT after the response.create.
+func (u *Upstream) realtime(w http.ResponseWriter, r *http.Request) {
+	m, ok := u.Models[r.URL.Query().Get("model")]
+	if !ok {
+		http.Error(w, "unknown model", http.StatusBadRequest)
+		return
+	}
+	plan := RealtimePlan{Kind: "audio", Deltas: m.Tokens, TTFT: m.TTFT, Gap: m.Gap}
+	(&RealtimeUpstream{Compression: websocket.CompressionContextTakeover, Default: plan}).ServeHTTP(w, r)
 }
 
 // count counts a request for model, and one more turn of session; it
@@ -129,11 +150,14 @@ func (m Model) stream(w http.ResponseWriter, r *http.Request, chat bool, turn in
 }
 
 // Client is one client of Load: it posts Body to Path, one request after
-// another.
+// another; or, with Realtime set, it speaks the Realtime API.
 type Client struct {
 	Path, Body string
 	Session    string // the X-Session-Id header, when not empty
 	Abandon    bool   // reads 64 bytes of each answer, then hangs up
+	// Realtime names a model: the client opens one Realtime API
+	// WebSocket for it and asks for one response after another.
+	Realtime string
 }
 
 // Load runs clients against the proxy at addr until d has passed: each
@@ -145,6 +169,12 @@ func Load(t testing.TB, addr string, d time.Duration, clients ...Client) {
 	var wg sync.WaitGroup
 	for _, c := range clients {
 		wg.Go(func() {
+			if c.Realtime != "" {
+				if err := realtimeLoad(context.Background(), addr, c.Realtime, deadline); err != nil {
+					t.Errorf("realtime client of %s: %v", c.Realtime, err)
+				}
+				return
+			}
 			for first := true; first || time.Now().Before(deadline); first = false {
 				req, _ := http.NewRequest(http.MethodPost, "http://"+addr+c.Path, strings.NewReader(c.Body))
 				req.Header.Set("Content-Type", "application/json")

@@ -17,6 +17,7 @@ const (
 	TGIGenerate        // TGI's /generate_stream and /generate
 	LlamaCppCompletion // llama.cpp server's /completion
 	SGLangGenerate     // SGLang's /generate
+	Realtime           // OpenAI's Realtime API: GET /v1/realtime, a WebSocket
 )
 
 // labels are the endpoint label values of itlproxy's metrics, which its
@@ -33,12 +34,14 @@ var labels = [...]string{
 	TGIGenerate:        "tgi_generate",
 	LlamaCppCompletion: "llamacpp_completion",
 	SGLangGenerate:     "sglang_generate",
+
+	Realtime: "realtime",
 }
 
 // Label returns the endpoint's metric label value ("chat_completions",
 // "completions", "responses", "messages", "other", or a native API's:
 // "ollama_chat", "ollama_generate", "tgi_generate", "llamacpp_completion",
-// "sglang_generate").
+// "sglang_generate"; "realtime" for the Realtime API's WebSocket).
 func (e Endpoint) Label() string {
 	if int(e) < len(labels) {
 		return labels[e]

@@ -33,7 +33,8 @@ func TestEndpointLabels(t *testing.T) {
 		TGIGenerate:        metrics.EndpointTGIGenerate,
 		LlamaCppCompletion: metrics.EndpointLlamaCppCompletion,
 		SGLangGenerate:     metrics.EndpointSGLangGenerate,
-		SGLangGenerate + 1: metrics.EndpointOther,
+		Realtime:           metrics.EndpointRealtime,
+		Realtime + 1:       metrics.EndpointOther,
 	} {
 		if got := e.Label(); got != want {
 			t.Errorf("Endpoint(%d).Label() = %q, want %q", e, got, want)
