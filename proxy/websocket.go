@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"time"
 
@@ -18,6 +19,9 @@ type wsTee struct {
 	upstream io.ReadWriteCloser
 	conn     *realtime.Conn
 }
+
+// errUpstreamClosed ends a switched connection whose upstream closed it.
+var errUpstreamClosed = errors.New("itlproxy: the upstream closed the connection")
 
 // wsCopyBuffer is the size of each direction's copy buffer, io.Copy's own.
 const wsCopyBuffer = 32 << 10
@@ -59,8 +63,16 @@ func (t *wsTee) copy(dst io.Writer, src io.Reader, from realtime.Side) (int64, e
 		}
 		if rerr != nil {
 			t.conn.Ended(from)
-			if rerr == io.EOF {
+			if rerr == io.EOF && from == realtime.Client {
 				return written, nil
+			}
+			if rerr == io.EOF {
+				// The upstream ended the connection: there is no one left to
+				// talk to. Without an error, httputil.ReverseProxy would
+				// half-close the client's side and wait for the client to
+				// close its own, which a client that is not reading never
+				// does; with one, it ends both, as nginx does.
+				return written, errUpstreamClosed
 			}
 			return written, rerr
 		}
