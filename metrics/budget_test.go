@@ -264,8 +264,8 @@ func formula(one [labelSets]int, models, endpoints, tenants, classes int) int {
 // two classes.
 func TestSeriesBudget(t *testing.T) {
 	one := []string{"m"}
-	classic := budgetRegistry(t, false, one, []string{EndpointChatCompletions}, []string{TenantNone}, []string{ClassDefault})
-	native := budgetRegistry(t, true, one, []string{EndpointChatCompletions}, []string{TenantNone}, []string{ClassDefault})
+	classic := budgetRegistry(t, false, one, []string{"chat_completions"}, []string{TenantNone}, []string{ClassDefault})
+	native := budgetRegistry(t, true, one, []string{"chat_completions"}, []string{TenantNone}, []string{ClassDefault})
 	byFamily, nativeByFamily := textSeries(t, classic), textSeries(t, native)
 	total := 0
 	for _, n := range byFamily {
@@ -277,7 +277,7 @@ func TestSeriesBudget(t *testing.T) {
 	sets := seriesByLabelSet(t, classic)
 
 	models := []string{"m", "n"}
-	endpoints := []string{EndpointChatCompletions, EndpointCompletions}
+	endpoints := []string{"chat_completions", "completions"}
 	tenants := []string{TenantNone, "team-a"}
 	classes := []string{ClassDefault, "batch"}
 	wide := budgetRegistry(t, false, models, endpoints, tenants, classes)
@@ -403,7 +403,7 @@ func examplesTable(sets [labelSets]int) string {
 // total, case by case, and all of them together.
 func beyondTable(t *testing.T, scenario int) string {
 	t.Helper()
-	l := Labels{Model: "m", Endpoint: EndpointChatCompletions, Class: ClassDefault, Tenant: TenantNone}
+	l := Labels{Model: "m", Endpoint: "chat_completions", Class: ClassDefault, Tenant: TenantNone}
 	cases := []struct {
 		what   string
 		record func(m *Metrics)
@@ -437,7 +437,7 @@ func beyondTable(t *testing.T, scenario int) string {
 		if _, err := NewReloads(reg); err != nil {
 			t.Fatal(err)
 		}
-		runBudgetScenario(m, m.RequestLabels("m", EndpointChatCompletions, "", ""), "s")
+		runBudgetScenario(m, m.RequestLabels("m", "chat_completions", "", ""), "s")
 		for _, f := range extra {
 			f(m)
 		}

@@ -39,7 +39,7 @@ func TestContextBand(t *testing.T) {
 // stream without a TPOT is in no band.
 func TestTPOTByContext(t *testing.T) {
 	m, reg := newTestMetrics(t, Options{MaxModels: 2})
-	l := m.Labels("m", EndpointChatCompletions)
+	l := m.RequestLabels("m", "chat_completions", "", "")
 	streams := []struct {
 		input int64
 		tpot  time.Duration
@@ -61,7 +61,7 @@ func TestTPOTByContext(t *testing.T) {
 		{"0-1k", 2, 0.022}, {"1k-4k", 1, 0.020}, {"64k-256k", 1, 0.080}, {"unknown", 1, 0.015},
 		{"4k-16k", 0, 0}, {"16k-64k", 0, 0}, {"256k+", 0, 0},
 	} {
-		n, sum := fs.Histogram("itlproxy_time_per_output_token_by_context_seconds", "model", "m", "endpoint", EndpointChatCompletions, "context", c.band)
+		n, sum := fs.Histogram("itlproxy_time_per_output_token_by_context_seconds", "model", "m", "endpoint", "chat_completions", "context", c.band)
 		if n != c.count || !near(sum, c.sum) {
 			t.Errorf("context %s: %d observations summing to %gs, want %d and %gs", c.band, n, sum, c.count, c.sum)
 		}

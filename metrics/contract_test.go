@@ -192,7 +192,7 @@ func recordEveryFamily(t *testing.T) *prometheus.Registry {
 		SessionMax: 4, SessionTTL: time.Hour, DegradeFactor: 2,
 		SLOs:    SLOs{Default: Objectives{TTFT: time.Second, ITL: 40 * time.Millisecond, TPOT: 30 * time.Millisecond, MaxGap: time.Second}},
 		Version: "1.2.3", Revision: "abc", GoVersion: "go1.26"})
-	l := m.Labels("m", EndpointChatCompletions)
+	l := m.RequestLabels("m", "chat_completions", "", "")
 	for _, gap := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond} {
 		s := m.StartStream(l, IDs{Request: "r", Session: "s"})
 		s.FirstToken(2 * time.Second)

@@ -61,9 +61,10 @@
 // that names none [ModelUnknown]. Tenants are bounded the same way
 // (Options.Tenants, Options.MaxTenants, [TenantOther], [TenantNone]), and a
 // value that looks like a credential is TenantOther. A class the SLOs do
-// not define is [ClassDefault]. Every other label takes its values from
-// the constants here (Endpoint, Outcome, Parse, SLO and Verdict) or from
-// fixed bands.
+// not define is [ClassDefault]. The endpoint label is the proxy's: one of
+// the fixed values of package proxy/events (Endpoint.Label). Every other
+// label takes its values from the constants here (Outcome, Parse, SLO and
+// Verdict) or from fixed bands.
 //
 // # Objectives
 //

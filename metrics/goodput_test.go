@@ -51,7 +51,7 @@ func TestGoodputExact(t *testing.T) {
 	want := map[[3]string]float64{} // class, tenant, verdict
 	good := map[[2]string]float64{}
 	for _, s := range judgedStreams {
-		l := m.RequestLabels("m", EndpointChatCompletions, s.class, s.tenant)
+		l := m.RequestLabels("m", "chat_completions", s.class, s.tenant)
 		st := m.StartStream(l, IDs{})
 		if s.ttft >= 0 {
 			st.FirstToken(s.ttft)
@@ -112,12 +112,12 @@ func TestLabelsBounded(t *testing.T) {
 	m, reg := newTestMetrics(t, Options{MaxModels: 2, MaxTenants: 3,
 		SLOs: SLOs{Default: Objectives{TTFT: time.Second}, Classes: map[string]Class{"interactive": {}}}})
 	for _, secret := range []string{"Bearer abc", "sk-proj-123", "eyJhbGciOi", "AKIAIOSFODNN7EXAMPLE", "a=b"} {
-		if l := m.RequestLabels("m", EndpointChatCompletions, "", secret); l.Tenant != TenantOther {
+		if l := m.RequestLabels("m", "chat_completions", "", secret); l.Tenant != TenantOther {
 			t.Errorf("tenant %q labelled %q, want %s", secret, l.Tenant, TenantOther)
 		}
 	}
 	for i := range 10000 {
-		l := m.RequestLabels(fmt.Sprint("model-", i), EndpointChatCompletions, fmt.Sprint("class-", i), fmt.Sprint("tenant-", i))
+		l := m.RequestLabels(fmt.Sprint("model-", i), "chat_completions", fmt.Sprint("class-", i), fmt.Sprint("tenant-", i))
 		s := m.StartStream(l, IDs{})
 		s.FirstToken(time.Millisecond)
 		s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1, OutputTokens: 1})
@@ -144,7 +144,7 @@ func TestLabelsBounded(t *testing.T) {
 	if got := len(fs.Series("itlproxy_requests_total")); got > 3*4 {
 		t.Errorf("%d request series after the flood", got)
 	}
-	if l := m.RequestLabels("m", EndpointChatCompletions, "interactive", ""); l.Class != "interactive" || l.Tenant != TenantNone {
+	if l := m.RequestLabels("m", "chat_completions", "interactive", ""); l.Class != "interactive" || l.Tenant != TenantNone {
 		t.Errorf("labels %+v, want class interactive, tenant %s", l, TenantNone)
 	}
 }
@@ -154,8 +154,8 @@ func TestLabelsBounded(t *testing.T) {
 // the stream started; other models do not count.
 func TestGapsByLoad(t *testing.T) {
 	m, reg := newTestMetrics(t, Options{MaxModels: 4})
-	l := m.Labels("m", EndpointChatCompletions)
-	other := m.StartStream(m.Labels("other", EndpointChatCompletions), IDs{})
+	l := m.RequestLabels("m", "chat_completions", "", "")
+	other := m.StartStream(m.RequestLabels("other", "chat_completions", "", ""), IDs{})
 	var open []*Stream
 	for range 5 { // TTFT bands 1, 2, 3-4, 3-4, 5-8
 		s := m.StartStream(l, IDs{})

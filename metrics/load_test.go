@@ -38,7 +38,7 @@ func TestLoadBand(t *testing.T) {
 // the band exists.
 func TestLoadBandsMadeWhenReached(t *testing.T) {
 	m, reg := newTestMetrics(t, Options{MaxModels: 2})
-	l := m.Labels("m", EndpointChatCompletions)
+	l := m.RequestLabels("m", "chat_completions", "", "")
 	bands := func() []string {
 		var out []string
 		for _, s := range gather(t, reg).Series("itlproxy_inter_token_latency_by_load_seconds") {

@@ -10,25 +10,6 @@ import (
 
 const namespace = "itlproxy"
 
-// Endpoint label values. Every request gets exactly one.
-const (
-	EndpointChatCompletions = "chat_completions"
-	EndpointCompletions     = "completions"
-	EndpointResponses       = "responses"
-	EndpointMessages        = "messages"
-	EndpointOther           = "other"
-
-	// The servers' native APIs.
-	EndpointOllamaChat         = "ollama_chat"
-	EndpointOllamaGenerate     = "ollama_generate"
-	EndpointTGIGenerate        = "tgi_generate"
-	EndpointLlamaCppCompletion = "llamacpp_completion"
-	EndpointSGLangGenerate     = "sglang_generate"
-
-	// OpenAI's Realtime API, over a WebSocket: each response is a stream.
-	EndpointRealtime = "realtime"
-)
-
 // Stream outcomes: how a stream ended.
 const (
 	// OutcomeCompleted: the upstream ended the event stream cleanly and
@@ -223,13 +204,6 @@ type Labels struct {
 	// Class is the request's service class, Tenant its tenant: ClassDefault
 	// and TenantNone when it names none.
 	Class, Tenant string
-}
-
-// Labels bounds a request's model name (see Options.Models and
-// Options.MaxModels) and pairs it with its endpoint, in the default class
-// and no tenant.
-func (m *Metrics) Labels(model, endpoint string) Labels {
-	return m.RequestLabels(model, endpoint, "", "")
 }
 
 // RequestLabels bounds a request's model, service class and tenant: a

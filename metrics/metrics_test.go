@@ -102,9 +102,9 @@ func newTestMetrics(t *testing.T, opts Options) (*Metrics, *prometheus.Registry)
 
 func TestRecordsAStream(t *testing.T) {
 	m, reg := newTestMetrics(t, Options{MaxModels: 4, Version: "1.2.3", Revision: "abc", GoVersion: "go1.26"})
-	l := m.Labels("m", EndpointChatCompletions)
+	l := m.RequestLabels("m", "chat_completions", "", "")
 	s := m.StartStream(l, IDs{})
-	if v := testutil.ToFloat64(m.active.WithLabelValues("m", EndpointChatCompletions)); v != 1 {
+	if v := testutil.ToFloat64(m.active.WithLabelValues("m", "chat_completions")); v != 1 {
 		t.Errorf("active during the stream = %v", v)
 	}
 	s.FirstToken(250 * time.Millisecond)
@@ -166,7 +166,7 @@ itlproxy_streams_total{endpoint="chat_completions",model="m",outcome="completed"
 func TestLint(t *testing.T) {
 	m, reg := newTestMetrics(t, Options{MaxModels: 4})
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	l := m.Labels("m", EndpointCompletions)
+	l := m.RequestLabels("m", "completions", "", "")
 	s := m.StartStream(l, IDs{})
 	s.FirstToken(time.Millisecond)
 	s.End(StreamEnd{Outcome: OutcomeClientCanceled, TPOT: -1})
@@ -204,7 +204,7 @@ func gather(t *testing.T, reg *prometheus.Registry) scrape.Families {
 // does not.
 func TestGapExemplars(t *testing.T) {
 	m, reg := newTestMetrics(t, Options{})
-	s := m.StartStream(m.Labels("m", EndpointChatCompletions), IDs{Request: "r1"})
+	s := m.StartStream(m.RequestLabels("m", "chat_completions", "", ""), IDs{Request: "r1"})
 	for _, ms := range []float64{10, 10.5, 10.9, 30, 31, 12, 200, 215} {
 		s.Gap(time.Duration(ms*float64(time.Millisecond)), 0)
 	}

@@ -23,8 +23,8 @@ func TestReloadSLOs(t *testing.T) {
 			Classes: map[string]Class{"batch": {Default: Override{Objectives: Objectives{TTFT: 30 * time.Second}, Set: 1}}},
 		},
 	})
-	before := m.StartStream(m.Labels("strict", EndpointChatCompletions), IDs{})
-	if l := m.RequestLabels("fresh", EndpointChatCompletions, "batch", ""); l.Model != ModelOther || l.Class != "batch" {
+	before := m.StartStream(m.RequestLabels("strict", "chat_completions", "", ""), IDs{})
+	if l := m.RequestLabels("fresh", "chat_completions", "batch", ""); l.Model != ModelOther || l.Class != "batch" {
 		t.Fatalf("before the reload: labels %+v, want _other in class batch", l)
 	}
 
@@ -35,7 +35,7 @@ func TestReloadSLOs(t *testing.T) {
 			"fresh":  {TTFT: time.Second, ITL: 50 * ms},
 		},
 	})
-	after := m.StartStream(m.Labels("strict", EndpointChatCompletions), IDs{})
+	after := m.StartStream(m.RequestLabels("strict", "chat_completions", "", ""), IDs{})
 	for _, s := range []*Stream{before, after} {
 		s.FirstToken(10 * ms)
 		s.Gap(60*ms, 0) // over the old 20ms, within the new 100ms
@@ -65,7 +65,7 @@ func TestReloadSLOs(t *testing.T) {
 	if n := len(fs.Series("itlproxy_slo_objective_seconds", "class", "batch")); n != 0 {
 		t.Errorf("%d objective series of the removed class batch, want none", n)
 	}
-	if l := m.RequestLabels("fresh", EndpointChatCompletions, "batch", ""); l.Model != "fresh" || l.Class != ClassDefault {
+	if l := m.RequestLabels("fresh", "chat_completions", "batch", ""); l.Model != "fresh" || l.Class != ClassDefault {
 		t.Errorf("after the reload: labels %+v, want fresh in the default class", l)
 	}
 }
@@ -79,7 +79,7 @@ func TestReloadSLOsConcurrent(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 50 {
-				s := m.StartStream(m.Labels(string(rune('a'+g))+string(rune('a'+i%26)), EndpointChatCompletions), IDs{})
+				s := m.StartStream(m.RequestLabels(string(rune('a'+g))+string(rune('a'+i%26)), "chat_completions", "", ""), IDs{})
 				s.FirstToken(ms)
 				s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
 			}

@@ -87,7 +87,7 @@ func TestSessionTrackerFlood(t *testing.T) {
 
 func TestStreamShape(t *testing.T) {
 	m, reg := newTestMetrics(t, Options{MaxModels: 4, SessionMax: 10, SessionTTL: time.Hour, DegradeFactor: 2})
-	l := m.Labels("m", EndpointChatCompletions)
+	l := m.RequestLabels("m", "chat_completions", "", "")
 
 	// 40 gaps end tokens 2..41: 31 in band 1-32, 9 in 33-128. Gaps are
 	// steady at 10ms with two at 100ms: max 100ms, p99/p50 = 10.
@@ -186,7 +186,7 @@ func TestExemplarLabels(t *testing.T) {
 		t.Errorf("long ids: %d runes, %v", runes, l)
 	}
 	m, _ := newTestMetrics(t, Options{MaxModels: 1, SessionMax: 1, SessionTTL: time.Hour, DegradeFactor: 2})
-	s := m.StartStream(m.Labels("m", EndpointCompletions), long)
+	s := m.StartStream(m.RequestLabels("m", "completions", "", ""), long)
 	s.FirstToken(ms)
 	s.Gap(ms, 0)
 }

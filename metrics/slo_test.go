@@ -132,7 +132,7 @@ func TestBreachesExact(t *testing.T) {
 		{"strict", 200 * ms, []time.Duration{21 * ms, 20 * ms, 19 * ms, 50 * ms}, 90 * ms},
 		{"strict", 201 * ms, nil, -1},
 	} {
-		st := m.StartStream(m.Labels(s.model, EndpointChatCompletions), IDs{})
+		st := m.StartStream(m.RequestLabels(s.model, "chat_completions", "", ""), IDs{})
 		st.FirstToken(s.ttft)
 		for _, g := range s.gaps {
 			st.Gap(g, 0)
@@ -168,8 +168,8 @@ func TestObjectiveGaugesAndBounds(t *testing.T) {
 		Models:  map[string]Objectives{"with/slo:7b": {TTFT: 777 * ms, ITL: 33 * ms}},
 	}
 	m, reg := newTestMetrics(t, Options{MaxModels: 2, SLOs: slos, StallThreshold: 1500 * ms})
-	m.Labels("dynamic", EndpointCompletions) // admitted under the cap
-	m.Labels("overflow", EndpointCompletions)
+	m.RequestLabels("dynamic", "completions", "", "") // admitted under the cap
+	m.RequestLabels("overflow", "completions", "", "")
 
 	fs := gather(t, reg)
 	// A model's counters start at zero; the catch-alls' appear with their
@@ -192,7 +192,7 @@ func TestObjectiveGaugesAndBounds(t *testing.T) {
 			t.Errorf("breach counter %s %s: %d series, want %d", c.model, c.slo, n, c.counters)
 		}
 	}
-	other := m.StartStream(m.Labels("overflow", EndpointCompletions), IDs{})
+	other := m.StartStream(m.RequestLabels("overflow", "completions", "", ""), IDs{})
 	other.Gap(50*ms, 0)
 	other.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
 	fs = gather(t, reg)
@@ -207,7 +207,7 @@ func TestObjectiveGaugesAndBounds(t *testing.T) {
 	}
 
 	// Each objective and the stall threshold is a bucket bound.
-	st := m.StartStream(m.Labels("with/slo:7b", EndpointChatCompletions), IDs{})
+	st := m.StartStream(m.RequestLabels("with/slo:7b", "chat_completions", "", ""), IDs{})
 	st.FirstToken(time.Second)
 	st.Gap(time.Millisecond, 0)
 	fs = gather(t, reg)

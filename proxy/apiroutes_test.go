@@ -50,12 +50,12 @@ func TestRoutesMountedElsewhere(t *testing.T) {
 		resp.Body.Close()
 	}
 	h.waitServed(3)
-	for _, endpoint := range []string{metrics.EndpointOllamaChat, metrics.EndpointSGLangGenerate} {
-		if n := h.counter("itlproxy_requests_total", "endpoint", endpoint); n != map[string]float64{metrics.EndpointOllamaChat: 2, metrics.EndpointSGLangGenerate: 1}[endpoint] {
+	for _, endpoint := range []string{"ollama_chat", "sglang_generate"} {
+		if n := h.counter("itlproxy_requests_total", "endpoint", endpoint); n != map[string]float64{"ollama_chat": 2, "sglang_generate": 1}[endpoint] {
 			t.Errorf("requests_total{endpoint=%s} = %v", endpoint, n)
 		}
 	}
-	if n := h.counter("itlproxy_output_tokens_total", "endpoint", metrics.EndpointOllamaChat); n != 2 {
+	if n := h.counter("itlproxy_output_tokens_total", "endpoint", "ollama_chat"); n != 2 {
 		t.Errorf("output tokens of the mounted route %v, want 2", n)
 	}
 }

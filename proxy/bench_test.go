@@ -33,7 +33,7 @@ func meteredProxy(b testing.TB) *Proxy {
 // event stream from the upstream, with a stream recorder's timeline.
 func streamMeter(p *Proxy, rec *recorder.Recorder) *meter {
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-	ex := p.newExchange(r, request{t0: time.Now(), labels: p.metrics.Labels("m", metrics.EndpointChatCompletions),
+	ex := p.newExchange(r, request{t0: time.Now(), labels: p.metrics.RequestLabels("m", "chat_completions", "", ""),
 		endpoint: events.ChatCompletions, route: "/v1/chat/completions", model: "m", wantStream: true})
 	ex.m.readEvents(events.ChatCompletions, 1<<20, true, &p.measurer)
 	// Recording the timeline is part of the per-event path; past its cap

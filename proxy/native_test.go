@@ -27,17 +27,17 @@ const defaultModel = "served-model"
 
 var nativeStreams = []nativeCase{
 	{path: "/api/chat", body: `{"model":"tiny","messages":[{"role":"user","content":"hello"}]}`, file: "ollama_chat.ndjson",
-		contentType: ndjsonType, endpoint: metrics.EndpointOllamaChat, model: "tiny", tokens: 40, output: 40, input: 3, engineTPOT: 1, engineTTFT: 1},
+		contentType: ndjsonType, endpoint: "ollama_chat", model: "tiny", tokens: 40, output: 40, input: 3, engineTPOT: 1, engineTTFT: 1},
 	{path: "/api/generate", body: `{"model":"tiny","prompt":"hello","stream":true}`, file: "ollama_generate.ndjson",
-		contentType: ndjsonType, endpoint: metrics.EndpointOllamaGenerate, model: "tiny", tokens: 40, output: 40, input: 3, engineTPOT: 1, engineTTFT: 1},
+		contentType: ndjsonType, endpoint: "ollama_generate", model: "tiny", tokens: 40, output: 40, input: 3, engineTPOT: 1, engineTTFT: 1},
 	{path: "/completion", body: `{"prompt":"hello","n_predict":7,"stream":true}`, file: "llamacpp_completion.sse",
-		contentType: "text/event-stream", endpoint: metrics.EndpointLlamaCppCompletion, model: defaultModel, tokens: 7, output: 7, input: 3, engineTPOT: 1, engineTTFT: 1},
+		contentType: "text/event-stream", endpoint: "llamacpp_completion", model: defaultModel, tokens: 7, output: 7, input: 3, engineTPOT: 1, engineTTFT: 1},
 	{path: "/completions", body: `{"prompt":"hello","stream":true}`, file: "llamacpp_completion.sse",
-		contentType: "text/event-stream", endpoint: metrics.EndpointLlamaCppCompletion, model: defaultModel, tokens: 7, output: 7, input: 3, engineTPOT: 1, engineTTFT: 1},
+		contentType: "text/event-stream", endpoint: "llamacpp_completion", model: defaultModel, tokens: 7, output: 7, input: 3, engineTPOT: 1, engineTTFT: 1},
 	{path: "/generate_stream", body: `{"inputs":"hello","parameters":{"max_new_tokens":8}}`, file: "tgi_generate_stream.sse",
-		contentType: "text/event-stream", endpoint: metrics.EndpointTGIGenerate, model: defaultModel, tokens: 7, output: 8, input: 3},
+		contentType: "text/event-stream", endpoint: "tgi_generate", model: defaultModel, tokens: 7, output: 8, input: 3},
 	{path: "/generate", body: `{"text":"hello","sampling_params":{"max_new_tokens":7},"stream":true}`, file: "sglang_generate.sse",
-		contentType: "text/event-stream", endpoint: metrics.EndpointSGLangGenerate, model: defaultModel, tokens: 7, output: 7, input: 3},
+		contentType: "text/event-stream", endpoint: "sglang_generate", model: defaultModel, tokens: 7, output: 7, input: 3},
 }
 
 func withDefaultModel(cfg *Config, _ *metrics.Options) { cfg.DefaultModel = defaultModel }
@@ -122,14 +122,14 @@ func checkNative(t *testing.T, h *harness, tc nativeCase) {
 func TestNativeBodies(t *testing.T) {
 	for _, tc := range []nativeCase{
 		{path: "/api/chat", body: `{"model":"tiny","messages":[],"stream":false}`, file: "ollama_chat.json",
-			endpoint: metrics.EndpointOllamaChat, model: "tiny", output: 40, input: 3, engineTPOT: 1, engineTTFT: 1},
+			endpoint: "ollama_chat", model: "tiny", output: 40, input: 3, engineTPOT: 1, engineTTFT: 1},
 		{path: "/completion", body: `{"prompt":"hello"}`, file: "llamacpp_completion.json",
-			endpoint: metrics.EndpointLlamaCppCompletion, model: defaultModel, output: 7, input: 3, engineTPOT: 1, engineTTFT: 1},
+			endpoint: "llamacpp_completion", model: defaultModel, output: 7, input: 3, engineTPOT: 1, engineTTFT: 1},
 		{path: "/generate", body: `{"inputs":"hello","parameters":{"details":true}}`, file: "tgi_generate.json",
 			header:   []string{"X-Time-Per-Token", "12", "X-Prompt-Tokens", "3"},
-			endpoint: metrics.EndpointTGIGenerate, model: defaultModel, output: 8, engineTPOT: 1},
+			endpoint: "tgi_generate", model: defaultModel, output: 8, engineTPOT: 1},
 		{path: "/generate", body: `{"text":"hello","model":"qwen"}`, file: "sglang_generate.json",
-			endpoint: metrics.EndpointSGLangGenerate, model: "qwen", output: 7, input: 3},
+			endpoint: "sglang_generate", model: "qwen", output: 7, input: 3},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			raw := streamtest.ReadNative(t, tc.file)
@@ -168,7 +168,7 @@ func TestTGITimePerTokenHeader(t *testing.T) {
 	if n, sum := h.hist("itlproxy_engine_time_per_output_token_seconds"); n != 1 || sum != 0.012 {
 		t.Errorf("engine TPOT %d observations, sum %v; want 1 (TGI's only), 0.012", n, sum)
 	}
-	if n, _ := h.hist("itlproxy_engine_time_per_output_token_seconds", "model", metrics.ModelUnknown, "endpoint", metrics.EndpointTGIGenerate); n != 1 {
+	if n, _ := h.hist("itlproxy_engine_time_per_output_token_seconds", "model", metrics.ModelUnknown, "endpoint", "tgi_generate"); n != 1 {
 		t.Errorf("TGI's engine TPOT not under model _unknown, endpoint tgi_generate")
 	}
 }

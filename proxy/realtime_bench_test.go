@@ -51,7 +51,7 @@ func BenchmarkMeasureRealtimeDelta(b *testing.B) {
 				Recorder: recorder.New(recorder.Options{Last: 1000, Slowest: 100, Window: time.Minute, MaxGaps: 256})}, rec, zap.NewNop())
 			r := httptest.NewRequest(http.MethodGet, realtimePath, nil)
 			r.Header.Set("X-Session-Id", "s")
-			ex := p.newExchange(r, request{t0: time.Now(), labels: rec.Labels("gpt-realtime", metrics.EndpointRealtime),
+			ex := p.newExchange(r, request{t0: time.Now(), labels: rec.RequestLabels("gpt-realtime", "realtime", "", ""),
 				endpoint: events.Realtime, route: realtimePath, model: "gpt-realtime"})
 			c := &realtimeConn{p: p, ex: ex, session: "s"}
 			c.conn = realtime.New(realtime.Config{MaxMessageBytes: 1 << 20}, c)

@@ -174,7 +174,7 @@ func TestRealtimeFramesPassUnchanged(t *testing.T) {
 			if strings.Join(received, "\n") != strings.Join(sent, "\n") {
 				t.Errorf("the upstream read %d messages, the client sent %d", len(received), len(sent))
 			}
-			labels := []string{"endpoint", metrics.EndpointRealtime}
+			labels := []string{"endpoint", "realtime"}
 			if got := h.counter("itlproxy_streams_total", append(labels, "outcome", metrics.OutcomeCompleted)...); got != 2 {
 				t.Errorf("%v responses completed, want 2", got)
 			}
@@ -335,11 +335,11 @@ func TestRealtimeUnreadableStillForwarded(t *testing.T) {
 		t.Errorf("the client got %q, the upstream wrote %q", got, wrote)
 	}
 	for reason, want := range map[string]float64{metrics.ParseInvalidJSON: 1, metrics.ParseInvalidFrame: 1} {
-		if n := h.counter("itlproxy_parse_failures_total", "endpoint", metrics.EndpointRealtime, "reason", reason); n != want {
+		if n := h.counter("itlproxy_parse_failures_total", "endpoint", "realtime", "reason", reason); n != want {
 			t.Errorf("%s: %v, want %v", reason, n, want)
 		}
 	}
-	if n := h.counter("itlproxy_streams_total", "endpoint", metrics.EndpointRealtime, "outcome", metrics.OutcomeUpstreamError); n != 1 {
+	if n := h.counter("itlproxy_streams_total", "endpoint", "realtime", "outcome", metrics.OutcomeUpstreamError); n != 1 {
 		t.Errorf("the response the upstream left: %v upstream errors, want 1", n)
 	}
 }

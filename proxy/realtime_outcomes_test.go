@@ -61,10 +61,10 @@ func TestRealtimeOutcomes(t *testing.T) {
 			}
 			h.waitServed(1)
 			checkAgainstClient(t, rec, outcomes, want)
-			if got := h.counter("itlproxy_streams_total", "endpoint", metrics.EndpointRealtime, "outcome", tc.outcome); got != 1 && tc.outcome != metrics.OutcomeCompleted {
+			if got := h.counter("itlproxy_streams_total", "endpoint", "realtime", "outcome", tc.outcome); got != 1 && tc.outcome != metrics.OutcomeCompleted {
 				t.Errorf("streams %s: %v, want 1", tc.outcome, got)
 			}
-			if got := h.counter("itlproxy_active_streams", "endpoint", metrics.EndpointRealtime); got != 0 {
+			if got := h.counter("itlproxy_active_streams", "endpoint", "realtime"); got != 0 {
 				t.Errorf("%v responses still in flight", got)
 			}
 		})
@@ -105,10 +105,10 @@ func TestRealtimeRecordedAsStreams(t *testing.T) {
 		model                string
 		streams, connections float64
 	}{{"gpt-realtime", 3, 1}, {metrics.ModelOther, 2, 2}} {
-		if got := h.counter("itlproxy_streams_total", "endpoint", metrics.EndpointRealtime, "model", m.model); got != m.streams {
+		if got := h.counter("itlproxy_streams_total", "endpoint", "realtime", "model", m.model); got != m.streams {
 			t.Errorf("model %s: %v streams, want %v", m.model, got, m.streams)
 		}
-		if got := h.counter("itlproxy_requests_total", "endpoint", metrics.EndpointRealtime, "model", m.model, "code", "101"); got != m.connections {
+		if got := h.counter("itlproxy_requests_total", "endpoint", "realtime", "model", m.model, "code", "101"); got != m.connections {
 			t.Errorf("model %s: %v connections, want %v with code 101", m.model, got, m.connections)
 		}
 	}
@@ -127,7 +127,7 @@ func TestRealtimeRecordedAsStreams(t *testing.T) {
 			t.Errorf("%s %v: %v, want %v", c.name, c.labels, got, c.want)
 		}
 	}
-	if n, _ := h.hist("itlproxy_inter_token_latency_by_load_seconds", append(model, "endpoint", metrics.EndpointRealtime)...); n != 15 {
+	if n, _ := h.hist("itlproxy_inter_token_latency_by_load_seconds", append(model, "endpoint", "realtime")...); n != 15 {
 		t.Errorf("%d gaps by load band, want 15", n)
 	}
 	for turn, want := range map[string]uint64{"1": 3, "2-4": 2} {

@@ -166,7 +166,7 @@ func checkAgainstClient(t *testing.T, rec *recorder.Recorder, seen []*clientResp
 		if e == nil {
 			t.Fatalf("response %d (%s) was not recorded", i, cr.id)
 		}
-		if e.Endpoint != metrics.EndpointRealtime || e.Outcome != outcomes[i] || e.OutputTokens != cr.output {
+		if e.Endpoint != "realtime" || e.Outcome != outcomes[i] || e.OutputTokens != cr.output {
 			t.Errorf("response %s: endpoint %s, outcome %s, %d output tokens; want realtime, %s, %d",
 				cr.id, e.Endpoint, e.Outcome, e.OutputTokens, outcomes[i], cr.output)
 		}

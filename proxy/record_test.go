@@ -42,7 +42,7 @@ func TestRecorderSeesTheSpike(t *testing.T) {
 	if e == nil {
 		t.Fatal("the stream is not recorded")
 	}
-	if e.Model != "m" || e.Endpoint != metrics.EndpointChatCompletions || e.Outcome != metrics.OutcomeCompleted || e.SessionID != "sess-1" {
+	if e.Model != "m" || e.Endpoint != "chat_completions" || e.Outcome != metrics.OutcomeCompleted || e.SessionID != "sess-1" {
 		t.Errorf("entry %+v", e.Stream)
 	}
 	if e.Gaps != 9 || len(e.Timeline) != 9 {

@@ -118,7 +118,7 @@ func TestSpanEventsCapped(t *testing.T) {
 	u, _ := url.Parse("http://upstream.example:8000")
 	p := New(Config{Upstream: u, Tracer: tracer}, m, zap.NewNop())
 	r, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-	ex := p.newExchange(r, request{t0: time.Now(), labels: m.Labels("m", metrics.EndpointChatCompletions),
+	ex := p.newExchange(r, request{t0: time.Now(), labels: m.RequestLabels("m", "chat_completions", "", ""),
 		endpoint: events.ChatCompletions, route: "/v1/chat/completions", model: "m", wantStream: true})
 	ex.code = http.StatusOK
 	at := time.Now()

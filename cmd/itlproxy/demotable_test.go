@@ -21,7 +21,7 @@ func TestDemoTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := m.Labels("m1", metrics.EndpointChatCompletions)
+	l := m.RequestLabels("m1", "chat_completions", "", "")
 	s := m.StartStream(l, metrics.IDs{})
 	s.FirstToken(250 * time.Millisecond) // in (0.2, 0.25]
 	s.Gap(20*time.Millisecond, 0)        // in (0.0175, 0.02]

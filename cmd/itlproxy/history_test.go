@@ -20,7 +20,7 @@ func TestWindowIsTheDifference(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := rec.Labels("m", metrics.EndpointChatCompletions)
+	l := rec.RequestLabels("m", "chat_completions", "", "")
 	streamOf := func(ttft, gap time.Duration, gaps int) {
 		s := rec.StartStream(l, metrics.IDs{})
 		s.FirstToken(ttft)

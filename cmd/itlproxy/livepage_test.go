@@ -150,7 +150,7 @@ func TestLivePageBudget(t *testing.T) {
 	now := time.Now()
 	for i := range 1000 {
 		model := fmt.Sprintf("model-%02d", i%32)
-		l := rec.Labels(model, metrics.EndpointChatCompletions)
+		l := rec.RequestLabels(model, "chat_completions", "", "")
 		st := rec.StartStream(l, metrics.IDs{Request: fmt.Sprint(i)})
 		tl := s.recorder.Start()
 		st.FirstToken(50 * time.Millisecond)

@@ -112,9 +112,9 @@ func fixedLabelValues(fs scrape.Families) []labelValues {
 		return out
 	}
 	return []labelValues{
-		{"endpoint", "every family that has it", []string{metrics.EndpointChatCompletions, metrics.EndpointCompletions,
-			metrics.EndpointResponses, metrics.EndpointMessages, metrics.EndpointOllamaChat, metrics.EndpointOllamaGenerate,
-			metrics.EndpointTGIGenerate, metrics.EndpointLlamaCppCompletion, metrics.EndpointSGLangGenerate, metrics.EndpointOther}},
+		{"endpoint", "every family that has it", []string{"chat_completions", "completions",
+			"responses", "messages", "ollama_chat", "ollama_generate",
+			"tgi_generate", "llamacpp_completion", "sglang_generate", "other"}},
 		{"outcome", "`itlproxy_streams_total`", []string{metrics.OutcomeCompleted, metrics.OutcomeClientCanceled,
 			metrics.OutcomeUpstreamError, metrics.OutcomeRejected, metrics.OutcomeIdleTimeout, metrics.OutcomeIncomplete}},
 		{"reason", "`itlproxy_parse_failures_total`", []string{metrics.ParseInvalidJSON, metrics.ParseEventTooLarge,

@@ -145,7 +145,7 @@ func TestRealtimeNPMClient(t *testing.T) {
 				t.Fatalf("the client saw %d responses, want %d", len(run.Responses), len(outcomes))
 			}
 			waitFor(t, "the connection to be recorded", 5*time.Second, func() bool {
-				return in.scrape().Value("itlproxy_requests_total", "endpoint", metrics.EndpointRealtime) == 1
+				return in.scrape().Value("itlproxy_requests_total", "endpoint", "realtime") == 1
 			})
 			compareNPMRun(t, in, run, outcomes)
 		})
@@ -201,7 +201,7 @@ func compareNPMRun(t *testing.T, in *instance, run npmRun, outcomes []string) {
 		if err != nil {
 			t.Fatalf("response %d (%q): not recorded: %v", i, cr.ID, err)
 		}
-		if rs.Endpoint != metrics.EndpointRealtime || rs.Model != "gpt-realtime" || rs.Outcome != outcomes[i] ||
+		if rs.Endpoint != "realtime" || rs.Model != "gpt-realtime" || rs.Outcome != outcomes[i] ||
 			rs.OutputTokens == nil || *rs.OutputTokens != cr.Output {
 			t.Errorf("response %s: %s %s, outcome %s, output tokens %v; want outcome %s, %d tokens (client: status %q)",
 				cr.ID, rs.Endpoint, rs.Model, rs.Outcome, rs.OutputTokens, outcomes[i], cr.Output, cr.Status)
@@ -241,7 +241,7 @@ func compareNPMRun(t *testing.T, in *instance, run npmRun, outcomes []string) {
 		t.Errorf("gaps of all the responses: proxy %.2fms, client %.2fms, want within 1%%", proxyGaps*1000, clientGaps*1000)
 	}
 	fs := in.scrape()
-	labels := []string{"endpoint", metrics.EndpointRealtime, "model", "gpt-realtime"}
+	labels := []string{"endpoint", "realtime", "model", "gpt-realtime"}
 	if n, _ := fs.Histogram("itlproxy_inter_token_latency_seconds", labels...); n != uint64(gaps) {
 		t.Errorf("ITL observed %d times, the client saw %d gaps", n, gaps)
 	}

@@ -1,10 +1,6 @@
 package events
 
-import (
-	"testing"
-
-	"github.com/itlproxy/itlproxy/metrics"
-)
+import "testing"
 
 // TestStreamScannerEvents: what the scanner reports of an error event, the
 // end marker, an event past the bound, data that is not JSON, and a stream
@@ -19,22 +15,23 @@ func TestStreamScannerEvents(t *testing.T) {
 	}
 }
 
-// TestEndpointLabels: the label values are the metrics' own.
+// TestEndpointLabels: the endpoint label values, which the dashboards,
+// rules and alerts query, are these and never change.
 func TestEndpointLabels(t *testing.T) {
 	for e, want := range map[Endpoint]string{
-		ChatCompletions: metrics.EndpointChatCompletions,
-		Completions:     metrics.EndpointCompletions,
-		Responses:       metrics.EndpointResponses,
-		Messages:        metrics.EndpointMessages,
-		Other:           metrics.EndpointOther,
+		ChatCompletions: "chat_completions",
+		Completions:     "completions",
+		Responses:       "responses",
+		Messages:        "messages",
+		Other:           "other",
 
-		OllamaChat:         metrics.EndpointOllamaChat,
-		OllamaGenerate:     metrics.EndpointOllamaGenerate,
-		TGIGenerate:        metrics.EndpointTGIGenerate,
-		LlamaCppCompletion: metrics.EndpointLlamaCppCompletion,
-		SGLangGenerate:     metrics.EndpointSGLangGenerate,
-		Realtime:           metrics.EndpointRealtime,
-		Realtime + 1:       metrics.EndpointOther,
+		OllamaChat:         "ollama_chat",
+		OllamaGenerate:     "ollama_generate",
+		TGIGenerate:        "tgi_generate",
+		LlamaCppCompletion: "llamacpp_completion",
+		SGLangGenerate:     "sglang_generate",
+		Realtime:           "realtime",
+		Realtime + 1:       "other",
 	} {
 		if got := e.Label(); got != want {
 			t.Errorf("Endpoint(%d).Label() = %q, want %q", e, got, want)
