@@ -35,7 +35,7 @@ func streamMeter(p *Proxy, rec *recorder.Recorder) *meter {
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	ex := p.newExchange(r, request{t0: time.Now(), labels: p.metrics.RequestLabels("m", "chat_completions", "", ""),
 		endpoint: events.ChatCompletions, route: "/v1/chat/completions", model: "m", wantStream: true})
-	ex.m.readEvents(events.ChatCompletions, 1<<20, true, &p.measurer)
+	ex.m.readEvents(events.ChatCompletions, 1<<20, true)
 	// Recording the timeline is part of the per-event path; past its cap
 	// the gaps are summarized, which the benchmark's many reads reach.
 	ex.m.timeline = rec.Start()
@@ -57,8 +57,8 @@ func recordedStreamMeter(b testing.TB) (evs [][]byte, eventBytes int64, m *meter
 
 // BenchmarkMeasureEvent measures the per-event cost of measuring (split,
 // classify, observe) over a recorded vLLM stream, read in one-event reads
-// as a proxy sees them, one stream at a time: the measurer's work,
-// stamp included. Reported per event.
+// as a proxy sees them, one stream at a time: the measuring alone, stamp
+// included. Reported per event.
 func BenchmarkMeasureEvent(b *testing.B) {
 	evs, eventBytes, m := recordedStreamMeter(b)
 	b.SetBytes(eventBytes)
@@ -107,40 +107,9 @@ func BenchmarkMeasureEventRoundRobin(b *testing.B) {
 	}
 }
 
-// BenchmarkForwardRead is what the forwarding goroutine does per read of
-// an event stream, through sseBody as httputil.ReverseProxy drives it:
-// stamp the read and queue it. No measurer runs; the queue is emptied
-// unmeasured, off the clock.
-func BenchmarkForwardRead(b *testing.B) {
-	evs, eventBytes, m := recordedStreamMeter(b)
-	body := &sseBody{m: m}
-	src := &bytes.Reader{}
-	body.rc = io.NopCloser(src)
-	buf := make([]byte, 32<<10)
-	w := m.measurer
-	w.running = true // as if a measurer were waiting: none starts
-	b.SetBytes(eventBytes)
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		src.Reset(evs[i%len(evs)])
-		if _, err := body.Read(buf); err != nil {
-			b.Fatal(err)
-		}
-		if i%256 == 255 {
-			b.StopTimer()
-			w.mu.Lock()
-			w.queue.bytes, w.queue.reads = w.queue.bytes[:0], w.queue.reads[:0]
-			w.mu.Unlock()
-			b.StartTimer()
-		}
-	}
-}
-
 // BenchmarkPassthroughRead is the whole per-read cost of an event stream
-// through sseBody: the forwarding goroutine's stamp and queue, and the
-// measuring of the queue in batches of 64 reads, as the measurer does
-// under load.
+// through sseBody, as httputil.ReverseProxy drives it: the stamp and the
+// hold of each read, and the measuring of the one before.
 func BenchmarkPassthroughRead(b *testing.B) {
 	evs, eventBytes, m := recordedStreamMeter(b)
 	body := &sseBody{m: m}
@@ -154,9 +123,6 @@ func BenchmarkPassthroughRead(b *testing.B) {
 		src.Reset(evs[i%len(evs)])
 		if _, err := body.Read(buf); err != nil {
 			b.Fatal(err)
-		}
-		if i%64 == 63 {
-			m.measurer.flush()
 		}
 	}
 }

@@ -29,15 +29,16 @@
 //     through ModifyResponse, hands the response headers to the exchange.
 //   - response body reader (stream.go): for an event stream, the exchange
 //     wraps the body in a reader that returns every byte as read and, per
-//     read, stamps it and queues it for the measurer; a non-streamed JSON
-//     body is copied, up to the event bound, to read its usage at the end.
-//   - measurer (measure.go): off the forwarding goroutine, in batches of
-//     many streams' reads, the meter splits and classifies the events
-//     (events.StreamScanner) and records TTFT, each ITL gap and the tokens
-//     per event on the stream's metrics.Stream, each read at its own stamp.
+//     read, stamps it and holds a copy; a non-streamed JSON body is copied,
+//     up to the event bound, to read its usage at the end.
+//   - meter (stream.go): when the reverse proxy asks for the next read,
+//     once the last one's bytes have been written to the client, the meter
+//     splits and classifies its events (events.StreamScanner) and records
+//     TTFT, each ITL gap and the tokens per event on the stream's
+//     metrics.Stream, each read at its own stamp.
 //   - finish: when the handler returns (a clean end, an upstream failure or
-//     a client that went away), the meter measures what is still queued,
-//     then its end record (outcome, usage, TPOT, ...) is recorded on the
+//     a client that went away), the meter measures the read it still
+//     holds, then its end record (outcome, usage, TPOT, ...) is recorded on the
 //     metrics.Stream, with the request's count, duration and tokens.
 //   - a WebSocket (realtime.go, websocket.go): ReverseProxy forwards the
 //     upgrade; after the upstream's 101, the body ModifyResponse wraps is

@@ -125,7 +125,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 // respond sees the upstream's response headers and wraps its body in the
 // reader that measures it (and, for a stream with an idle timeout, watches
 // for silence). The response carries the request id.
-func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duration, w *measurer) {
+func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duration) {
 	ex.code = resp.StatusCode
 	if ex.req.body != nil {
 		ex.req.body.release()
@@ -144,10 +144,10 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 	switch {
 	case mediaType == "text/event-stream" || endpoint.NDJSON() && mediaType == ndjsonType:
 		ex.m.startStream(ex.ids)
-		ex.m.readEvents(endpoint, maxEvent, !encoded, w)
+		ex.m.readEvents(endpoint, maxEvent, !encoded)
 		ex.m.timeline = ex.recorder.Start()
 		if idle > 0 && ex.cancelUpstream != nil {
-			ex.m.idle = startIdleTimer(idle, ex.cancelUpstream, &ex.m.done)
+			ex.m.idle = startIdleTimer(idle, ex.cancelUpstream)
 		}
 		resp.Body = &sseBody{rc: resp.Body, m: &ex.m}
 		if ex.req.usageInjected {

@@ -69,8 +69,6 @@ type Proxy struct {
 	log     *zap.Logger
 	rp      *httputil.ReverseProxy
 	router  chi.Router
-	// measurer measures the event streams' reads (measure.go).
-	measurer measurer
 	// classKey and tenantKey are the canonical forms of the class and
 	// tenant headers' names ("" for none).
 	classKey, tenantKey string
@@ -150,7 +148,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	ctx := resp.Request.Context()
-	exchangeFrom(ctx).respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout, &p.measurer)
+	exchangeFrom(ctx).respond(resp, p.cfg.MaxEventBytes, p.cfg.StreamIdleTimeout)
 	closeAfterResponse(resp.Request, resp.StatusCode, resp.Header)
 	if c, _ := ctx.Value(realtimeKey{}).(*realtimeConn); c != nil {
 		c.upgraded(resp)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,28 +17,37 @@ import (
 // measurement: the stream's metrics.Stream, when the exchange counts as a
 // stream, and what it records per event: TTFT at the first token-bearing
 // event, one ITL sample per gap between consecutive ones, each event
-// stamped when the read that completed it returned. The forwarding
-// goroutine only stamps each read and queues it (read); the measurer
-// splits and records it (measure, measure.go). At the end it says how the
-// response ended (end, outcome.go). It knows nothing of the exchange that
-// owns it.
+// stamped when the read that completed it returned. It knows nothing of
+// the exchange that owns it; at the end it says how the response ended
+// (end, outcome.go).
+//
+// Measuring stays off the forwarding path: a read is only stamped (its
+// time, and the model's streams in flight then, which the load bands need)
+// and held (a copy of its bytes) before its bytes go to the client; it is
+// split, classified and recorded when the reverse proxy asks for the next
+// read, once those bytes have been written and before the wait for the
+// upstream, on the same goroutine (measureHeld). Every stamp is the
+// read's own, so every gap is exactly as long as if it were measured at
+// once; an observation lags its read by the time the client's write
+// takes.
 type meter struct {
 	metrics *metrics.Metrics
 	labels  metrics.Labels
 	t0      time.Time
 	stream  *metrics.Stream // nil unless the exchange counts as a stream
 
-	sse      bool                  // the response is an event stream
-	scan     *events.StreamScanner // nil unless its events can be read
-	measurer *measurer             // where the stream's reads are measured
-	readErr  error                 // how reading ended: io.EOF, another error, or nil (never ended)
-	idle     *idleTimer            // nil without an idle timeout
-	// done is set when the stream's end marker has been measured: the idle
-	// countdown, on the forwarding goroutine, stops then.
-	done atomic.Bool
+	sse     bool                  // the response is an event stream
+	scan    *events.StreamScanner // nil unless its events can be read
+	readErr error                 // how reading ended: io.EOF, another error, or nil (never ended)
+	idle    *idleTimer            // nil without an idle timeout
 
-	// What the measurer keeps, and the end reads once the stream's reads
-	// are all measured (drain).
+	// held is the last read, forwarded and not yet measured (a pooled
+	// buffer, nil when there is none), heldAt when it returned and
+	// heldInFlight the model's streams in flight then.
+	held         *[]byte
+	heldAt       time.Time
+	heldInFlight int64
+
 	now      time.Time // when the read being measured returned
 	inFlight int64     // the model's streams in flight then
 	tally    events.Tally
@@ -75,23 +85,23 @@ var noUsage = usage{input: -1, output: -1}
 
 // readEvents sets the meter to read an event stream of endpoint's API;
 // parse is false when its bytes cannot be read (an encoding).
-func (m *meter) readEvents(endpoint events.Endpoint, maxEvent int, parse bool, w *measurer) {
+func (m *meter) readEvents(endpoint events.Endpoint, maxEvent int, parse bool) {
 	m.sse = true
 	if parse {
 		m.scan = events.NewStreamScanner(endpoint, maxEvent, m.handleEvent)
-		m.measurer = w
 	}
 }
 
 // sseBody is the upstream's event-stream body as httputil.ReverseProxy
 // reads it. Every byte is returned exactly as read; on the side, each read
-// is stamped and queued for the meter.
+// is stamped and held, and measured when the next read begins.
 type sseBody struct {
 	rc io.ReadCloser
 	m  *meter
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
+	b.m.measureHeld()
 	b.m.awaitUpstream()
 	n, err := b.rc.Read(p)
 	b.m.upstreamAnswered()
@@ -113,7 +123,7 @@ func (b *sseBody) Close() error { return b.rc.Close() }
 // counts: the stream is complete for the client, whatever the connection
 // does next.
 func (m *meter) awaitUpstream() {
-	if m.idle != nil && !m.done.Load() {
+	if m.idle != nil && !m.tally.Done {
 		m.idle.reset()
 	}
 }
@@ -125,34 +135,54 @@ func (m *meter) upstreamAnswered() {
 	}
 }
 
-// read stamps a read of the stream and queues it to be measured.
+// read stamps a read of the stream and holds its bytes to be measured
+// once they have been forwarded.
 func (m *meter) read(p []byte) {
 	if m.scan == nil {
 		return
 	}
-	var inFlight int64
+	m.heldAt = time.Now()
+	m.heldInFlight = 0
 	if m.stream != nil {
-		inFlight = m.stream.InFlight()
+		m.heldInFlight = m.stream.InFlight()
 	}
-	m.measurer.add(m, p, time.Now(), inFlight)
+	if m.held == nil {
+		m.held = heldReads.Get().(*[]byte)
+	}
+	*m.held = append((*m.held)[:0], p...)
+}
+
+// heldReads recycles the buffers that hold a read between its forwarding
+// and its measuring: a stream holds one only for that moment, never while
+// it waits for the upstream.
+var heldReads = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
+
+// measureHeld measures the read held since the last one, if any: its
+// bytes have gone to the client by now.
+func (m *meter) measureHeld() {
+	if m.held == nil {
+		return
+	}
+	m.measure(*m.held, m.heldAt, m.heldInFlight)
+	heldReads.Put(m.held)
+	m.held = nil
 }
 
 // measure splits and records one read of the stream, which returned at at
-// with inFlight streams of the model in flight: on the measurer's
-// goroutine, or on whichever flushes the queue.
+// with inFlight streams of the model in flight.
 func (m *meter) measure(p []byte, at time.Time, inFlight int64) {
 	m.now, m.inFlight = at, inFlight
 	m.scan.Write(p)
 }
 
-// drain measures every read of the stream still queued: what the end
-// reads is then complete. When reading the stream ended, it ends the
-// scanner too, which counts a stream cut in the middle of an event.
+// drain measures the read still held: what the end reads is then
+// complete. When reading the stream ended, it ends the scanner too, which
+// counts a stream cut in the middle of an event.
 func (m *meter) drain() {
 	if m.scan == nil {
 		return
 	}
-	m.measurer.flush()
+	m.measureHeld()
 	if m.readErr != nil && m.scan.End() && m.readErr == io.EOF {
 		m.metrics.ParseFailure(m.labels, metrics.ParseTruncated)
 	}
@@ -168,9 +198,6 @@ func (m *meter) handleEvent(e events.Event) {
 		return
 	}
 	tok, ok := m.tally.Add(e, m.now)
-	if m.tally.Done && !m.done.Load() {
-		m.done.Store(true)
-	}
 	if !ok || m.stream == nil {
 		return
 	}
@@ -259,18 +286,11 @@ type idleTimer struct {
 	fired   atomic.Bool // set from the timer's goroutine
 }
 
-// startIdleTimer starts the countdown of a stream whose end marker, once
-// measured, sets done.
-func startIdleTimer(d time.Duration, cancel context.CancelFunc, done *atomic.Bool) *idleTimer {
+func startIdleTimer(d time.Duration, cancel context.CancelFunc) *idleTimer {
 	it := &idleTimer{d: d}
 	it.t = time.AfterFunc(d, func() {
 		if !it.waiting.Load() {
 			return // between reads: the next read restarts the countdown
-		}
-		if done.Load() {
-			// The end marker was read before this wait began: it was
-			// measured since.
-			return
 		}
 		it.fired.Store(true)
 		cancel()

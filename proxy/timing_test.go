@@ -127,7 +127,6 @@ func TestStreamTimingExact(t *testing.T) {
 		// Let the proxy finish recording, then stop everything so the bubble
 		// can end.
 		synctest.Wait()
-		time.Sleep(measureDelay) // the measurer's last wait
 		toProxy.CloseIdleConnections()
 		toUpstream.CloseIdleConnections()
 		_ = proxySrv.Close()
