@@ -379,6 +379,19 @@ errors_of() {
 	grep -o '"failed": [0-9]*' "$1" | head -1 | grep -o '[0-9]*$' || echo "?"
 }
 
+# report_failed JSON TARGET: logs the client's failed requests and, when
+# there are any, keeps the target's own log beside the report
+# (<report>.<target>.log), since the work folder goes when the script ends.
+report_failed() {
+	local failed
+	failed=$(errors_of "$1")
+	log "  failed requests: $failed"
+	if [ "$failed" != 0 ] && [ -f "$work/$2.log" ]; then
+		cp "$work/$2.log" "${1%.json}.$2.log"
+		log "  its log: $(basename "${1%.json}").$2.log"
+	fi
+}
+
 # --- environment ----------------------------------------------------------
 {
 	echo "mode=$mode"
@@ -423,7 +436,7 @@ for c in $streams; do
 		json=$out/load-$(printf %05d "$c")-$t.json
 		bench_run "$json" -url "$target_url/v1" -max-tokens "$up_tokens" -c "$c" -warmup "$c" -ramp "$ramp" \
 			-duration "$duration" -timeout 2m -turns "$turns"
-		log "  failed requests: $(errors_of "$json")"
+		report_failed "$json" "$t"
 		[ -z "$target_pid" ] || stop "$target_pid"
 	done
 done
@@ -443,7 +456,7 @@ if [ "$do_paced" = 1 ]; then
 		json=$out/paced-$(printf %05d "$paced_streams")-$t.json
 		bench_run "$json" -url "$target_url/v1" -max-tokens "$paced_tokens" -c "$paced_streams" \
 			-warmup "$paced_streams" -ramp "${paced_ms}ms" -duration "$duration" -timeout 2m
-		log "  failed requests: $(errors_of "$json")"
+		report_failed "$json" "$t"
 		[ -z "$target_pid" ] || stop "$target_pid"
 	done
 	stop "$paced_pid"
