@@ -151,9 +151,7 @@ func (r *realtimeResponse) FirstDelta(ttft time.Duration, _ time.Time) {
 // Gap records a gap between deltas, measured as the read that ended it
 // was forwarded: in the load band of the model's streams in flight then.
 func (r *realtimeResponse) Gap(d time.Duration, at time.Time) {
-	n := r.stream.Gap(d, 0)
-	r.timeline.Gap(d, 0)
-	r.notable.add(r.stream.Gaps().Count, d, at, n)
+	recordGap(r.stream, r.timeline, r.notable, d, 0, at, r.stream.InFlight())
 }
 
 // End records how the response ended, as exchange.finish records a
@@ -169,16 +167,7 @@ func (r *realtimeResponse) End(e realtime.End) {
 	r.stream.End(end.stream)
 	l := ex.req.labels
 	ex.metrics.Tokens(l, end.usage.input, end.usage.output)
-	if ex.recorder != nil {
-		gaps := r.stream.Gaps()
-		ex.recorder.Record(r.timeline, recorder.Stream{
-			RequestID: r.ids.Request, SessionID: r.ids.Session, TraceID: r.ids.Trace,
-			Model: l.Model, Endpoint: l.Endpoint, Tenant: l.Tenant, Class: l.Class,
-			Start: r.start, Duration: e.At.Sub(r.start), Outcome: end.stream.Outcome,
-			TTFT: r.ttft, TPOT: e.TPOT, OutputTokens: e.OutputTokens, ITLObjective: r.stream.Objectives().ITL,
-			Gaps: gaps.Count, LongestGap: gaps.Longest, LongestGapAt: gaps.LongestAt,
-		})
-	}
+	recordStream(ex.recorder, r.timeline, r.ids, l, r.stream, end, r.start, e.At)
 	if r.span != nil {
 		r.endSpan(end, e)
 	}

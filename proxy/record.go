@@ -3,6 +3,7 @@ package proxy
 import (
 	"time"
 
+	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/recorder"
 )
 
@@ -10,28 +11,36 @@ import (
 // timeline: what was measured and the ids, never the request's or the
 // response's content or headers.
 func (ex *exchange) record(e responseEnd, end time.Time) {
-	if ex.recorder == nil {
+	recordStream(ex.recorder, ex.m.timeline, ex.ids, ex.req.labels, ex.m.stream, e, ex.req.t0, end)
+	ex.m.timeline = nil
+}
+
+// recordStream hands stream s, labelled l and known by ids, which started
+// at start and ended at end as e says, to rec (nil: none) with its
+// timeline tl. An exchange's stream and a Realtime response are recorded
+// here alike.
+func recordStream(rec *recorder.Recorder, tl *recorder.Timeline, ids metrics.IDs, l metrics.Labels, s *metrics.Stream, e responseEnd, start, end time.Time) {
+	if rec == nil {
 		return
 	}
-	l, gaps := ex.req.labels, ex.m.stream.Gaps()
-	ex.recorder.Record(ex.m.timeline, recorder.Stream{
-		RequestID:    ex.ids.Request,
-		SessionID:    ex.ids.Session,
-		TraceID:      ex.ids.Trace,
+	gaps := s.Gaps()
+	rec.Record(tl, recorder.Stream{
+		RequestID:    ids.Request,
+		SessionID:    ids.Session,
+		TraceID:      ids.Trace,
 		Model:        l.Model,
 		Endpoint:     l.Endpoint,
 		Tenant:       l.Tenant,
 		Class:        l.Class,
-		Start:        ex.req.t0,
-		Duration:     end.Sub(ex.req.t0),
+		Start:        start,
+		Duration:     end.Sub(start),
 		Outcome:      e.stream.Outcome,
 		TTFT:         e.ttft,
 		TPOT:         e.stream.TPOT,
 		OutputTokens: e.usage.output,
-		ITLObjective: ex.m.stream.Objectives().ITL,
+		ITLObjective: s.Objectives().ITL,
 		Gaps:         gaps.Count,
 		LongestGap:   gaps.Longest,
 		LongestGapAt: gaps.LongestAt,
 	})
-	ex.m.timeline = nil
 }

@@ -204,20 +204,23 @@ func (m *meter) handleEvent(e events.Event) {
 	if tok.First {
 		m.stream.FirstToken(m.now.Sub(m.t0))
 	} else {
-		m.gap(tok.Gap, tok.Tokens, m.now, m.inFlight)
+		recordGap(m.stream, m.timeline, m.notable, tok.Gap, tok.Tokens, m.now, m.inFlight)
 	}
 	if tok.Tokens > 0 {
 		m.stream.EventTokens(tok.Tokens)
 	}
 }
 
-// gap records a gap of d, ended at at by an event of tokens tokens (0:
-// unknown) with inFlight streams of the model in flight: on the stream's
-// metrics, its timeline and, when notable, its span.
-func (m *meter) gap(d time.Duration, tokens int64, at time.Time, inFlight int64) {
-	n := m.stream.GapInFlight(d, tokens, inFlight)
-	m.timeline.Gap(d, tokens)
-	m.notable.add(m.stream.Gaps().Count, d, at, n)
+// recordGap records a gap of d, ended at at by an event of tokens tokens
+// (0: unknown) with inFlight streams of the model in flight, everywhere a
+// stream's gaps are kept: on its metrics, its recorder timeline (nil
+// without a recorder) and, when notable, its span's events (nil unless
+// traced). An event stream's meter and a Realtime response both record
+// their gaps here.
+func recordGap(s *metrics.Stream, tl *recorder.Timeline, ng *notableGaps, d time.Duration, tokens int64, at time.Time, inFlight int64) {
+	n := s.GapInFlight(d, tokens, inFlight)
+	tl.Gap(d, tokens)
+	ng.add(s.Gaps().Count, d, at, n)
 }
 
 // jsonBody passes a non-streamed response body through and keeps a copy,

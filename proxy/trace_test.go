@@ -130,7 +130,7 @@ func TestSpanEventsCapped(t *testing.T) {
 		case i%3 != 0:
 			d = 20 * time.Millisecond // a stall
 		}
-		ex.m.gap(d, 0, at, 1)
+		recordGap(ex.m.stream, ex.m.timeline, ex.m.notable, d, 0, at, 1)
 	}
 	ex.finish(false, zap.NewNop())
 	s := onlySpan(t, rec)
