@@ -116,7 +116,7 @@ func TestRealtimeFramesPassUnchanged(t *testing.T) {
 			plan, _ := e2e.ParsePlan("kind=audio deltas=10 ttft=10ms gap=2ms-5ms")
 			var received []string
 			var mu sync.Mutex
-			up := &e2e.RealtimeUpstream{Compression: tc.mode, Default: plan, Log: func(from string, msg []byte) {
+			up := &e2e.RealtimeUpstream{Compression: tc.mode, Default: plan, Log: func(from string, msg []byte, _ time.Time) {
 				if from == "client" {
 					mu.Lock()
 					received = append(received, string(msg))

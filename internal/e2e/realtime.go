@@ -108,15 +108,16 @@ type RealtimeUpstream struct {
 
 	mu sync.Mutex
 	// Log, when not nil, gets every text message each session sent (from
-	// "server") and read (from "client"), in order.
-	Log func(from string, msg []byte)
+	// "server") and read (from "client"), in order, with when: the moment
+	// the read returned, or the moment before the write began.
+	Log func(from string, msg []byte, at time.Time)
 }
 
-func (u *RealtimeUpstream) log(from string, msg []byte) {
+func (u *RealtimeUpstream) log(from string, msg []byte, at time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.Log != nil {
-		u.Log(from, msg)
+		u.Log(from, msg, at)
 	}
 }
 
@@ -141,8 +142,9 @@ func (u *RealtimeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		u.log("client", msg)
-		s.handle(msg, time.Now())
+		at := time.Now()
+		u.log("client", msg, at)
+		s.handle(msg, at)
 	}
 }
 
@@ -174,10 +176,11 @@ func (s *realtimeSession) send(ev map[string]any) bool {
 	s.events++
 	ev["event_id"] = fmt.Sprintf("event_%d", s.events)
 	msg, _ := json.Marshal(ev)
+	at := time.Now()
 	if s.c.Write(s.ctx, websocket.MessageText, msg) != nil {
 		return false
 	}
-	s.u.log("server", msg)
+	s.u.log("server", msg, at)
 	return true
 }
 
