@@ -67,64 +67,64 @@ func staggered(results []clientStream, run func(*clientStream)) {
 // response.completed's usage.
 func TestResponsesAPIAgainstClientClock(t *testing.T) {
 	const streams, tokens = 6, 30
-	up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
-	defer up.Close()
-	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
-	client, results := clockedOpenAIClient(in, streams)
-	run := func(cs *clientStream) {
-		stream := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
-			Model: cs.model,
-			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("count to thirty")},
-		})
-		for stream.Next() {
-			ev := stream.Current()
-			if ev.Type == "response.output_text.delta" {
-				cs.content += ev.Delta
+	agreeOnClock(t, func(agree *clockAgreement) {
+		up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
+		defer up.Close()
+		in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
+		client, results := clockedOpenAIClient(in, streams)
+		run := func(cs *clientStream) {
+			stream := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
+				Model: cs.model,
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("count to thirty")},
+			})
+			for stream.Next() {
+				ev := stream.Current()
+				if ev.Type == "response.output_text.delta" {
+					cs.content += ev.Delta
+				}
+				if ev.Type == "response.completed" {
+					cs.totalTokens = ev.Response.Usage.OutputTokens
+				}
 			}
-			if ev.Type == "response.completed" {
-				cs.totalTokens = ev.Response.Usage.OutputTokens
+			cs.err = stream.Err()
+		}
+		staggered(results, run)
+		fs := recordedStreams(t, in, streams+1)
+		for _, cs := range results {
+			if cs.err != nil || strings.Count(cs.content, "w") != tokens || cs.totalTokens != tokens || len(cs.arrivals) != tokens {
+				t.Errorf("%s: client got %q (%v), usage %d, %d stamped", cs.model, cs.content, cs.err, cs.totalTokens, len(cs.arrivals))
+				continue
 			}
+			agree.stream(t, fs, cs, "responses", tokens)
 		}
-		cs.err = stream.Err()
-	}
-	staggered(results, run)
-	fs := recordedStreams(t, in, streams+1)
-	var agree clockAgreement
-	for _, cs := range results {
-		if cs.err != nil || strings.Count(cs.content, "w") != tokens || cs.totalTokens != tokens || len(cs.arrivals) != tokens {
-			t.Errorf("%s: client got %q (%v), usage %d, %d stamped", cs.model, cs.content, cs.err, cs.totalTokens, len(cs.arrivals))
-			continue
-		}
-		agree.stream(t, fs, cs, "responses", tokens)
-	}
-	agree.check(t)
+	})
 }
 
 // TestMessagesAgainstClientClock reads Anthropic-format streams through the
 // proxy with a plain SSE client that times each event itself.
 func TestMessagesAgainstClientClock(t *testing.T) {
 	const streams, tokens = 6, 30
-	up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
-	defer up.Close()
-	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
-	results := make([]clientStream, streams)
-	for i := range results {
-		results[i].model = fmt.Sprintf("m%d", i)
-	}
-	staggered(results, func(cs *clientStream) { readMessages(in, cs) })
-	fs := recordedStreams(t, in, streams+1)
-	var agree clockAgreement
-	for _, cs := range results {
-		if cs.err != nil || len(cs.arrivals) != tokens || cs.totalTokens != tokens {
-			t.Errorf("%s: %d events (%v), message_stop seen: %v", cs.model, len(cs.arrivals), cs.err, cs.totalTokens == tokens)
-			continue
+	agreeOnClock(t, func(agree *clockAgreement) {
+		up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
+		defer up.Close()
+		in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
+		results := make([]clientStream, streams)
+		for i := range results {
+			results[i].model = fmt.Sprintf("m%d", i)
 		}
-		agree.stream(t, fs, cs, "messages", tokens)
-		if in := fs.Value("itlproxy_input_tokens_total", "model", cs.model); in != 5 {
-			t.Errorf("%s: input tokens %v, want 5 (from message_start)", cs.model, in)
+		staggered(results, func(cs *clientStream) { readMessages(in, cs) })
+		fs := recordedStreams(t, in, streams+1)
+		for _, cs := range results {
+			if cs.err != nil || len(cs.arrivals) != tokens || cs.totalTokens != tokens {
+				t.Errorf("%s: %d events (%v), message_stop seen: %v", cs.model, len(cs.arrivals), cs.err, cs.totalTokens == tokens)
+				continue
+			}
+			agree.stream(t, fs, cs, "messages", tokens)
+			if in := fs.Value("itlproxy_input_tokens_total", "model", cs.model); in != 5 {
+				t.Errorf("%s: input tokens %v, want 5 (from message_start)", cs.model, in)
+			}
 		}
-	}
-	agree.check(t)
+	})
 }
 
 // readMessages reads an Anthropic-format stream of cs.model through the

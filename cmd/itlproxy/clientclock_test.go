@@ -77,6 +77,50 @@ func (a *clockAgreement) stream(t *testing.T, families scrape.Families, cs clien
 	}
 }
 
+// median is the median of the differences, 0 without any.
+func (a *clockAgreement) median() float64 {
+	if len(a.diffs) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(a.diffs)
+	slices.Sort(sorted)
+	return sorted[len(sorted)/2]
+}
+
+// agreeOnClock runs attempt, which drives streams through a proxy of its
+// own and compares each with the client's clock, and checks the
+// agreement. A shared machine now and then delays every stamp of a
+// second or two alike: under -race the median is 0.5-0.7 ms, and when
+// the whole package runs it is over the bound in about one check of 25
+// (seen: 1.05-1.44 ms); a single stall of ~10 ms can take the TTFT sum of
+// four streams past 2%. When that is all that failed, the attempt is run
+// once more, and the test fails if the second is off too. A clock started
+// or stopped at the wrong point shifts every attempt alike.
+func agreeOnClock(t *testing.T, attempt func(a *clockAgreement)) {
+	t.Helper()
+	var a clockAgreement
+	attempt(&a)
+	if off := a.off(); off != "" && !t.Failed() {
+		t.Logf("%s: once more", off)
+		a = clockAgreement{}
+		attempt(&a)
+	}
+	a.check(t)
+}
+
+// off says which of check's bounds the agreement is outside, "" for none.
+func (a *clockAgreement) off() string {
+	if m := a.median(); m > medianClockSlack {
+		return fmt.Sprintf("median |proxy - client| %.3fms, over %v", m*1000, time.Duration(medianClockSlack*float64(time.Second)))
+	}
+	for what, p := range a.proxy {
+		if c := a.client[what]; math.Abs(p-c) > 0.02*c {
+			return fmt.Sprintf("%s over all streams: proxy %.2fms vs client %.2fms, over 2%%", what, p*1000, c*1000)
+		}
+	}
+	return ""
+}
+
 // check fails the test unless some stream was compared, the median
 // difference is within medianClockSlack and the sums over all the streams
 // agree within 2%.
@@ -85,10 +129,8 @@ func (a *clockAgreement) check(t *testing.T) {
 	if len(a.diffs) == 0 {
 		t.Fatal("no stream was compared with the client's clock")
 	}
-	sorted := slices.Clone(a.diffs)
-	slices.Sort(sorted)
-	median := sorted[len(sorted)/2]
-	t.Logf("median |proxy - client| over %d sums: %.3fms", len(sorted), median*1000)
+	median := a.median()
+	t.Logf("median |proxy - client| over %d sums: %.3fms", len(a.diffs), median*1000)
 	if median > medianClockSlack {
 		t.Errorf("median |proxy - client| %.3fms, want within %v", median*1000, time.Duration(medianClockSlack*float64(time.Second)))
 	}
@@ -172,53 +214,53 @@ func (b *stampingBody) Read(p []byte) (int, error) {
 // says.
 func TestEndToEndAgainstClientClock(t *testing.T) {
 	const streams, tokens = 8, 40
-	up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
-	defer up.Close()
-	in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
+	agreeOnClock(t, func(agree *clockAgreement) {
+		up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
+		defer up.Close()
+		in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
 
-	client, results := clockedOpenAIClient(in, streams)
-	staggered(results, func(cs *clientStream) {
-		stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
-			Model:         cs.model,
-			Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("count to forty")},
-			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		client, results := clockedOpenAIClient(in, streams)
+		staggered(results, func(cs *clientStream) {
+			stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{
+				Model:         cs.model,
+				Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("count to forty")},
+				StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+			})
+			for stream.Next() {
+				chunk := stream.Current()
+				if len(chunk.Choices) > 0 {
+					cs.content += chunk.Choices[0].Delta.Content
+				}
+				if chunk.Usage.CompletionTokens > 0 {
+					cs.totalTokens = chunk.Usage.CompletionTokens
+				}
+			}
+			cs.err = stream.Err()
 		})
-		for stream.Next() {
-			chunk := stream.Current()
-			if len(chunk.Choices) > 0 {
-				cs.content += chunk.Choices[0].Delta.Content
-			}
-			if chunk.Usage.CompletionTokens > 0 {
-				cs.totalTokens = chunk.Usage.CompletionTokens
-			}
-		}
-		cs.err = stream.Err()
-	})
 
-	var wantContent strings.Builder
-	for i := range tokens {
-		fmt.Fprintf(&wantContent, "w%d ", i)
-	}
-	// The proxy records a stream as its handler returns, which can be just
-	// after the client has read the end: wait for all of them.
-	var families scrape.Families
-	waitFor(t, "every stream to be recorded", 5*time.Second, func() bool {
-		families = in.scrape()
-		return families.Value("itlproxy_streams_total") == streams+1
+		var wantContent strings.Builder
+		for i := range tokens {
+			fmt.Fprintf(&wantContent, "w%d ", i)
+		}
+		// The proxy records a stream as its handler returns, which can be just
+		// after the client has read the end: wait for all of them.
+		var families scrape.Families
+		waitFor(t, "every stream to be recorded", 5*time.Second, func() bool {
+			families = in.scrape()
+			return families.Value("itlproxy_streams_total") == streams+1
+		})
+		for _, cs := range results {
+			if cs.err != nil || cs.content != wantContent.String() || cs.totalTokens != tokens || len(cs.arrivals) != tokens {
+				t.Errorf("%s: client got %q (%v), usage %d, %d stamped", cs.model, cs.content, cs.err, cs.totalTokens, len(cs.arrivals))
+				continue
+			}
+			agree.stream(t, families, cs, "chat_completions", tokens)
+			if v := families.Value("itlproxy_streams_total", "model", cs.model, "outcome", "completed"); v != 1 {
+				t.Errorf("%s: completed streams %v, want 1", cs.model, v)
+			}
+		}
+		if strings.Contains(in.stderr.String(), "sk-test") {
+			t.Error("the API key reached the log")
+		}
 	})
-	var agree clockAgreement
-	for _, cs := range results {
-		if cs.err != nil || cs.content != wantContent.String() || cs.totalTokens != tokens || len(cs.arrivals) != tokens {
-			t.Errorf("%s: client got %q (%v), usage %d, %d stamped", cs.model, cs.content, cs.err, cs.totalTokens, len(cs.arrivals))
-			continue
-		}
-		agree.stream(t, families, cs, "chat_completions", tokens)
-		if v := families.Value("itlproxy_streams_total", "model", cs.model, "outcome", "completed"); v != 1 {
-			t.Errorf("%s: completed streams %v, want 1", cs.model, v)
-		}
-	}
-	agree.check(t)
-	if strings.Contains(in.stderr.String(), "sk-test") {
-		t.Error("the API key reached the log")
-	}
 }

@@ -134,37 +134,37 @@ func TestNativeAPIsAgainstClientClock(t *testing.T) {
 		{"/generate", "sglang_generate", `{"model":%q,"text":"count","stream":true}`, false, false},
 	} {
 		t.Run(api.endpoint, func(t *testing.T) {
-			up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
-			defer up.Close()
-			in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
-			results := make([]clientStream, streams)
-			for i := range results {
-				results[i].model = fmt.Sprintf("m%d", i)
-			}
-			staggered(results, func(cs *clientStream) {
-				readNative(in, api.path, fmt.Sprintf(api.body, cs.model), api.ndjson, cs)
+			agreeOnClock(t, func(agree *clockAgreement) {
+				up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
+				defer up.Close()
+				in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
+				results := make([]clientStream, streams)
+				for i := range results {
+					results[i].model = fmt.Sprintf("m%d", i)
+				}
+				staggered(results, func(cs *clientStream) {
+					readNative(in, api.path, fmt.Sprintf(api.body, cs.model), api.ndjson, cs)
+				})
+				fs := recordedStreams(t, in, streams+1)
+				for _, cs := range results {
+					if cs.err != nil || len(cs.arrivals) != tokens || cs.totalTokens != tokens {
+						t.Errorf("%s: %d token events (%v), end seen: %v", cs.model, len(cs.arrivals), cs.err, cs.totalTokens == tokens)
+						continue
+					}
+					agree.stream(t, fs, cs, api.endpoint, tokens)
+					if v := fs.Value("itlproxy_input_tokens_total", "model", cs.model); v != 5 {
+						t.Errorf("%s: input tokens %v, want 5", cs.model, v)
+					}
+					want := uint64(0)
+					if api.engine {
+						want = 1
+					}
+					n, sum := fs.Histogram("itlproxy_engine_time_per_output_token_seconds", "model", cs.model, "endpoint", api.endpoint)
+					if ratio, _ := fs.Histogram("itlproxy_wire_overhead_ratio", "model", cs.model); n != want || ratio != want || want == 1 && sum != 0.015 {
+						t.Errorf("%s: engine TPOT %d observations (sum %v), overhead %d; want %d of 15ms each", cs.model, n, sum, ratio, want)
+					}
+				}
 			})
-			fs := recordedStreams(t, in, streams+1)
-			var agree clockAgreement
-			for _, cs := range results {
-				if cs.err != nil || len(cs.arrivals) != tokens || cs.totalTokens != tokens {
-					t.Errorf("%s: %d token events (%v), end seen: %v", cs.model, len(cs.arrivals), cs.err, cs.totalTokens == tokens)
-					continue
-				}
-				agree.stream(t, fs, cs, api.endpoint, tokens)
-				if v := fs.Value("itlproxy_input_tokens_total", "model", cs.model); v != 5 {
-					t.Errorf("%s: input tokens %v, want 5", cs.model, v)
-				}
-				want := uint64(0)
-				if api.engine {
-					want = 1
-				}
-				n, sum := fs.Histogram("itlproxy_engine_time_per_output_token_seconds", "model", cs.model, "endpoint", api.endpoint)
-				if ratio, _ := fs.Histogram("itlproxy_wire_overhead_ratio", "model", cs.model); n != want || ratio != want || want == 1 && sum != 0.015 {
-					t.Errorf("%s: engine TPOT %d observations (sum %v), overhead %d; want %d of 15ms each", cs.model, n, sum, ratio, want)
-				}
-			}
-			agree.check(t)
 		})
 	}
 }
