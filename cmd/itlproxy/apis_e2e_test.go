@@ -35,14 +35,32 @@ func recordedStreams(t *testing.T, in *instance, n int) scrape.Families {
 // that clock stamps.
 func clockedOpenAIClient(in *instance, streams int) (openai.Client, []clientStream) {
 	clock := &arrivalClock{streams: map[string]*clientStream{}}
-	results := make([]clientStream, streams)
+	results := modelStreams(streams)
 	for i := range results {
-		results[i].model = fmt.Sprintf("m%d", i)
 		clock.streams[results[i].model] = &results[i]
 	}
 	client := openai.NewClient(option.WithBaseURL("http://"+in.proxy+"/v1/"), option.WithAPIKey("sk-test"),
 		option.WithMaxRetries(0), option.WithHTTPClient(&http.Client{Transport: clock}))
 	return client, results
+}
+
+// scheduledProxy starts itlproxy in front of an upstream that answers
+// each model "mN" with tokens token events on its own randomSchedule; both
+// stop when the test ends.
+func scheduledProxy(t *testing.T, tokens int) *instance {
+	t.Helper()
+	up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
+	t.Cleanup(up.Close)
+	return start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
+}
+
+// modelStreams returns n streams to fill, of models m0..m(n-1).
+func modelStreams(n int) []clientStream {
+	results := make([]clientStream, n)
+	for i := range results {
+		results[i].model = fmt.Sprintf("m%d", i)
+	}
+	return results
 }
 
 // staggered runs each stream after a warm-up stream (so that one-time
@@ -68,9 +86,7 @@ func staggered(results []clientStream, run func(*clientStream)) {
 func TestResponsesAPIAgainstClientClock(t *testing.T) {
 	const streams, tokens = 6, 30
 	agreeOnClock(t, func(agree *clockAgreement) {
-		up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
-		defer up.Close()
-		in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
+		in := scheduledProxy(t, tokens)
 		client, results := clockedOpenAIClient(in, streams)
 		run := func(cs *clientStream) {
 			stream := client.Responses.NewStreaming(context.Background(), responses.ResponseNewParams{
@@ -105,13 +121,8 @@ func TestResponsesAPIAgainstClientClock(t *testing.T) {
 func TestMessagesAgainstClientClock(t *testing.T) {
 	const streams, tokens = 6, 30
 	agreeOnClock(t, func(agree *clockAgreement) {
-		up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
-		defer up.Close()
-		in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
-		results := make([]clientStream, streams)
-		for i := range results {
-			results[i].model = fmt.Sprintf("m%d", i)
-		}
+		in := scheduledProxy(t, tokens)
+		results := modelStreams(streams)
 		staggered(results, func(cs *clientStream) { readMessages(in, cs) })
 		fs := recordedStreams(t, in, streams+1)
 		for _, cs := range results {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"regexp"
 	"slices"
@@ -215,9 +214,7 @@ func (b *stampingBody) Read(p []byte) (int, error) {
 func TestEndToEndAgainstClientClock(t *testing.T) {
 	const streams, tokens = 8, 40
 	agreeOnClock(t, func(agree *clockAgreement) {
-		up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
-		defer up.Close()
-		in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
+		in := scheduledProxy(t, tokens)
 
 		client, results := clockedOpenAIClient(in, streams)
 		staggered(results, func(cs *clientStream) {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
 	"testing"
@@ -135,13 +134,8 @@ func TestNativeAPIsAgainstClientClock(t *testing.T) {
 	} {
 		t.Run(api.endpoint, func(t *testing.T) {
 			agreeOnClock(t, func(agree *clockAgreement) {
-				up := httptest.NewServer(scheduledUpstream{schedule: randomSchedule(tokens)})
-				defer up.Close()
-				in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": up.URL})
-				results := make([]clientStream, streams)
-				for i := range results {
-					results[i].model = fmt.Sprintf("m%d", i)
-				}
+				in := scheduledProxy(t, tokens)
+				results := modelStreams(streams)
 				staggered(results, func(cs *clientStream) {
 					readNative(in, api.path, fmt.Sprintf(api.body, cs.model), api.ndjson, cs)
 				})
