@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -27,6 +28,8 @@ type harness struct {
 	served   chan struct{}
 	// proxyCloseIdle closes the proxy's idle connections to the upstream.
 	proxyCloseIdle func()
+	// waitUpgraded is the proxy's WaitUpgraded, as a shutdown calls it.
+	waitUpgraded func(context.Context) int
 }
 
 type harnessOption func(*Config, *metrics.Options)
@@ -63,6 +66,7 @@ func startHarness(t testing.TB, upstream http.Handler, server func(*http.Server)
 	p := New(cfg, rec, zap.New(core))
 	t.Cleanup(p.CloseIdleConnections)
 	h.proxyCloseIdle = p.CloseIdleConnections
+	h.waitUpgraded = p.WaitUpgraded
 	// The proxy serves as the command serves it.
 	h.proxy = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() { h.served <- struct{}{} }()

@@ -74,6 +74,7 @@ type Proxy struct {
 	classKey, tenantKey string
 	// duplexWarning warns once of a writer that is not full duplex.
 	duplexWarning sync.Once
+	upgrades      upgrades
 }
 
 // New returns a proxy to cfg.Upstream that records in m and logs to log.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -21,17 +22,21 @@ import (
 // measured.
 func TestRealtimeOutcomes(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		plan    string
-		leave   func(*rtClient) // how the client leaves mid-response, if it does
-		outcome string
-		status  string // the client's view
+		name  string
+		plan  string
+		leave func(*rtClient) // how the client leaves mid-response, if it does
+		// shutdown: the proxy's shutdown reaches its deadline mid-response.
+		shutdown bool
+		outcome  string
+		status   string // the client's view
 	}{
 		{name: "the upstream drops the connection", plan: "kind=audio deltas=20 gap=5ms then=drop at=3", outcome: metrics.OutcomeUpstreamError},
 		{name: "the client drops the connection", plan: "kind=audio deltas=200 gap=10ms",
 			leave: func(c *rtClient) { _ = c.c.CloseNow() }, outcome: metrics.OutcomeClientCanceled},
 		{name: "the client closes with a Close frame", plan: "kind=audio deltas=200 gap=10ms",
 			leave: func(c *rtClient) { _ = c.c.Close(websocket.StatusGoingAway, "bye") }, outcome: metrics.OutcomeClientCanceled},
+		{name: "the shutdown closes the connection at its deadline", plan: "kind=audio deltas=200 gap=10ms", shutdown: true,
+			outcome: metrics.OutcomeClientCanceled},
 		{name: "an error event names the response", plan: "kind=text deltas=20 gap=5ms then=error at=4", outcome: metrics.OutcomeUpstreamError, status: "error"},
 		{name: "status failed", plan: "kind=text deltas=3 gap=5ms then=failed", outcome: metrics.OutcomeUpstreamError, status: "failed"},
 		{name: "status incomplete", plan: "kind=text deltas=3 gap=5ms then=incomplete", outcome: metrics.OutcomeIncomplete, status: "incomplete"},
@@ -47,7 +52,21 @@ func TestRealtimeOutcomes(t *testing.T) {
 					tc.leave(c)
 				}()
 			}
+			closed := make(chan int, 1)
+			if tc.shutdown {
+				go func() {
+					time.Sleep(35 * time.Millisecond)
+					ctx, cancel := context.WithCancel(context.Background())
+					cancel() // the deadline, passed
+					closed <- h.waitUpgraded(ctx)
+				}()
+			}
 			seen = c.respond(create(tc.plan), 0)
+			if tc.shutdown {
+				if n := <-closed; n != 1 {
+					t.Errorf("the shutdown closed %d connections, want 1", n)
+				}
+			}
 			if seen.status != tc.status {
 				t.Errorf("the client saw status %q, want %q", seen.status, tc.status)
 			}

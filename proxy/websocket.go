@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"errors"
 	"io"
 	"time"
@@ -18,6 +19,16 @@ import (
 type wsTee struct {
 	upstream io.ReadWriteCloser
 	conn     *realtime.Conn
+	ctx      context.Context // the forwarded request's
+}
+
+// ended tells the measurement which side ended the connection, unless the
+// shutdown closed it: then the proxy's client side is what went away.
+func (t *wsTee) ended(side realtime.Side) {
+	if t.ctx != nil && context.Cause(t.ctx) == errShutdownCut {
+		side = realtime.Client
+	}
+	t.conn.Ended(side)
 }
 
 // errUpstreamClosed ends a switched connection whose upstream closed it.
@@ -57,12 +68,12 @@ func (t *wsTee) copy(dst io.Writer, src io.Reader, from realtime.Side) (int64, e
 				werr = io.ErrShortWrite
 			}
 			if werr != nil {
-				t.conn.Ended(to)
+				t.ended(to)
 				return written, werr
 			}
 		}
 		if rerr != nil {
-			t.conn.Ended(from)
+			t.ended(from)
 			if rerr == io.EOF && from == realtime.Client {
 				return written, nil
 			}
@@ -88,7 +99,7 @@ func (t *wsTee) Read(p []byte) (int, error) {
 		t.conn.Observe(realtime.Server, p[:n], time.Now())
 	}
 	if err != nil {
-		t.conn.Ended(realtime.Server)
+		t.ended(realtime.Server)
 	}
 	return n, err
 }
@@ -98,7 +109,7 @@ func (t *wsTee) Write(p []byte) (int, error) {
 	n, err := t.upstream.Write(p)
 	t.conn.Measure(realtime.Client)
 	if err != nil {
-		t.conn.Ended(realtime.Server)
+		t.ended(realtime.Server)
 	}
 	return n, err
 }

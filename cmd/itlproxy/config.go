@@ -56,7 +56,7 @@ type config struct {
 	Pprof             bool          `env:"ITLPROXY_PPROF" envDefault:"false" help:"Serve Go's profiler at /debug/pprof/ on the admin listener (never on the proxy port)."`
 
 	ShutdownDelay   time.Duration `env:"ITLPROXY_SHUTDOWN_DELAY" envDefault:"0s" help:"On SIGTERM, how long to keep accepting requests after /readyz starts failing, so load balancers stop sending first: their reaction time (e.g. 5s in Kubernetes)."`
-	ShutdownTimeout time.Duration `env:"ITLPROXY_SHUTDOWN_TIMEOUT" envDefault:"30s" help:"On SIGTERM, how long streams in flight may take to finish before they are cut."`
+	ShutdownTimeout time.Duration `env:"ITLPROXY_SHUTDOWN_TIMEOUT" envDefault:"30s" help:"On SIGTERM, how long streams in flight, and WebSocket connections (the Realtime API), may take to finish before they are cut."`
 
 	SLOTTFT        time.Duration `env:"ITLPROXY_SLO_TTFT" help:"Default time-to-first-token objective of every model (e.g. 800ms). Unset: none."`
 	SLOITL         time.Duration `env:"ITLPROXY_SLO_ITL" help:"Default inter-token latency objective of every model, per gap (e.g. 50ms). Unset: none."`

@@ -272,8 +272,9 @@ func (s *server) newProxy(upstream *url.URL) *proxy.Proxy {
 
 // shutdown stops serving once readiness has failed, so that load balancers
 // stop sending: after the delay (none when a listener failed), the proxy
-// listener closes and streams in flight get until the timeout to finish;
-// the admin listener closes last, so /metrics is scraped until the end.
+// listener closes and streams in flight, WebSocket connections among them,
+// get until the timeout to finish; the admin listener closes last, so
+// /metrics is scraped until the end.
 func (s *server) shutdown(proxySrv, adminSrv *http.Server, p *proxy.Proxy, failed error) {
 	s.log.Info("shutting down", zap.Duration("delay", s.cfg.ShutdownDelay), zap.Duration("timeout", s.cfg.ShutdownTimeout))
 	if failed == nil && s.cfg.ShutdownDelay > 0 {
@@ -284,6 +285,11 @@ func (s *server) shutdown(proxySrv, adminSrv *http.Server, p *proxy.Proxy, faile
 	if err := proxySrv.Shutdown(shutdownCtx); err != nil {
 		s.log.Warn("streams still in flight at the shutdown timeout were cut", zap.Error(err))
 		proxySrv.Close()
+	}
+	// The server forgets upgraded connections: their own wait, to the
+	// same deadline.
+	if n := p.WaitUpgraded(shutdownCtx); n > 0 {
+		s.log.Warn("WebSocket connections still open at the shutdown timeout were closed", zap.Int("connections", n))
 	}
 	p.CloseIdleConnections()
 	adminCtx, cancelAdmin := context.WithTimeout(context.Background(), 5*time.Second)

@@ -296,6 +296,7 @@ func (s *realtimeSession) answer(a *realtimeAnswer, p RealtimePlan, asked time.T
 				<-s.ctx.Done()
 				return
 			case "error":
+				s.finished(a) // as at response.done: the next may follow at once
 				s.send(map[string]any{"type": "error", "error": map[string]any{"type": "server_error", "message": "the model failed", "response_id": a.id}})
 				return
 			}
