@@ -31,9 +31,12 @@ func TestRealtimeOutcomes(t *testing.T) {
 		status   string // the client's view
 	}{
 		{name: "the upstream drops the connection", plan: "kind=audio deltas=20 gap=5ms then=drop at=3", outcome: metrics.OutcomeUpstreamError},
-		{name: "the client drops the connection", plan: "kind=audio deltas=200 gap=10ms",
+		// The upstream holds the response after three deltas, and the client
+		// leaves once it has read them: no delta is on its way as it
+		// leaves, so the proxy forwarded as many as the client read.
+		{name: "the client drops the connection", plan: "kind=audio deltas=200 gap=10ms then=hang at=3",
 			leave: func(c *rtClient) { _ = c.c.CloseNow() }, outcome: metrics.OutcomeClientCanceled},
-		{name: "the client closes with a Close frame", plan: "kind=audio deltas=200 gap=10ms",
+		{name: "the client closes with a Close frame", plan: "kind=audio deltas=200 gap=10ms then=hang at=3",
 			leave: func(c *rtClient) { _ = c.c.Close(websocket.StatusGoingAway, "bye") }, outcome: metrics.OutcomeClientCanceled},
 		{name: "the shutdown closes the connection at its deadline", plan: "kind=audio deltas=200 gap=10ms", shutdown: true,
 			outcome: metrics.OutcomeClientCanceled},
@@ -46,11 +49,11 @@ func TestRealtimeOutcomes(t *testing.T) {
 			c := dialRealtime(t, h, "m", websocket.CompressionDisabled, nil)
 			var seen *clientResponse
 			if tc.leave != nil {
-				// Read three deltas, then leave.
-				go func() {
-					time.Sleep(35 * time.Millisecond)
-					tc.leave(c)
-				}()
+				c.afterDelta = func(n int) {
+					if n == 3 {
+						tc.leave(c)
+					}
+				}
 			}
 			closed := make(chan int, 1)
 			if tc.shutdown {

@@ -35,6 +35,9 @@ var outputDeltas = []string{
 type rtClient struct {
 	t *testing.T
 	c *websocket.Conn
+	// afterDelta, when not nil, runs after each output delta is read, with
+	// how many the response has had.
+	afterDelta func(n int)
 }
 
 // clientResponse is what the client saw of one response, on its clock.
@@ -130,6 +133,9 @@ func (c *rtClient) respond(trigger string, cancelAfter int) *clientResponse {
 			r.deltas = append(r.deltas, at)
 			if len(r.deltas) == cancelAfter {
 				c.send(`{"type":"response.cancel"}`)
+			}
+			if c.afterDelta != nil {
+				c.afterDelta(len(r.deltas))
 			}
 		case ev.Type == "response.done" && ev.Response.ID == r.id:
 			r.status, r.output = ev.Response.Status, ev.Response.Usage.OutputTokens
