@@ -58,9 +58,8 @@ const closeWait = 5 * time.Second
 // or until ctx is done; then it closes those still open (their responses
 // in flight end as client_canceled, as streams cut by the shutdown do),
 // waits a moment for their handlers to record them, and returns how many
-// it closed. One
-// caller at a time: the shutdown, once the server has stopped taking
-// requests.
+// it closed. One caller at a time: the shutdown, once the server has
+// stopped taking requests.
 func (p *Proxy) WaitUpgraded(ctx context.Context) int {
 	u := &p.upgrades
 	u.mu.Lock()
