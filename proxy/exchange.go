@@ -97,21 +97,10 @@ func (p *Proxy) newExchange(r *http.Request, req request) *exchange {
 // forward sends r through the reverse proxy as ex, and records ex when it
 // is over.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
-	ctx := r.Context()
-	if isUpgrade(r) {
-		// Over once everything below is recorded: a shutdown waits for it.
-		var over func()
-		ctx, over = p.upgrades.add(ctx)
-		defer over()
-	}
 	// finish runs even when ReverseProxy aborts the response with
 	// http.ErrAbortHandler: a stream cut mid-way is recorded too.
-	defer func() {
-		if c, _ := r.Context().Value(realtimeKey{}).(*realtimeConn); c != nil {
-			c.close() // the responses still in flight
-		}
-		ex.finish(r.Context().Err() != nil, p.log)
-	}()
+	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
+	ctx := r.Context()
 	// A measured route's body was read whole and is held; any other is
 	// still on its way from the client (duplex.go).
 	body := p.fullDuplex(w, r, ex.req.body != nil)

@@ -144,6 +144,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		answerOptions(w)
 		return
 	}
+	if isUpgrade(r) {
+		// Over once its handler has recorded everything: a shutdown waits
+		// for it (upgrades.go).
+		ctx, over := p.upgrades.add(r.Context())
+		defer over()
+		r = r.WithContext(ctx)
+	}
 	p.router.ServeHTTP(w, r)
 }
 

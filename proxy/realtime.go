@@ -41,6 +41,7 @@ func (p *Proxy) realtime(w http.ResponseWriter, r *http.Request) {
 	ex := p.newExchange(r, request{t0: t0, labels: p.labels(r, model, events.Realtime), endpoint: events.Realtime,
 		route: realtimePath, model: model})
 	c := &realtimeConn{p: p, ex: ex}
+	defer c.close()
 	p.forward(w, r.WithContext(context.WithValue(r.Context(), realtimeKey{}, c)), ex)
 }
 
@@ -77,8 +78,8 @@ func (c *realtimeConn) upgraded(resp *http.Response) {
 	resp.Body = &wsTee{upstream: upstream, conn: c.conn, ctx: resp.Request.Context()}
 }
 
-// close ends the responses still in flight when the connection is over
-// (forward calls it).
+// close ends the responses still in flight when the handler returns: the
+// connection is over.
 func (c *realtimeConn) close() {
 	if c.conn != nil {
 		c.conn.Close(time.Now())

@@ -23,7 +23,7 @@ type upgrades struct {
 	empty chan struct{}
 }
 
-// add returns the context an upgraded request is forwarded with, which
+// add returns the context an upgraded request is served with, which
 // WaitUpgraded cancels at its deadline (ReverseProxy then closes the
 // upstream connection, and with it the client's), and the function that
 // says the connection is over.
