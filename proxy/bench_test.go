@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace/noop"
 	"go.uber.org/zap"
 
 	"github.com/itlproxy/itlproxy/metrics"
@@ -18,41 +19,48 @@ import (
 	"github.com/itlproxy/itlproxy/proxy/recorder"
 )
 
-// meteredProxy is a proxy whose exchanges the benchmarks drive by hand.
-func meteredProxy(b testing.TB) *Proxy {
+// meteredProxy is a proxy whose exchanges the benchmarks drive by hand,
+// with a stream recorder (recording the timeline is part of the per-event
+// path; past its cap the gaps are summarized, which the benchmarks' many
+// reads reach) and, when traced, a tracer whose spans go nowhere.
+func meteredProxy(b testing.TB, traced bool) *Proxy {
 	b.Helper()
 	m, err := metrics.New(prometheus.NewRegistry(), metrics.Options{MaxModels: 4})
 	if err != nil {
 		b.Fatal(err)
 	}
 	u, _ := url.Parse("http://upstream.example")
-	return New(Config{Upstream: u, MaxEventBytes: 1 << 20}, m, zap.NewNop())
+	cfg := Config{Upstream: u, MaxEventBytes: 1 << 20,
+		Recorder: recorder.New(recorder.Options{Last: 1000, Slowest: 100, Window: time.Minute, MaxGaps: 256})}
+	if traced {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("bench")
+	}
+	return New(cfg, m, zap.NewNop())
 }
 
 // streamMeter returns the meter of a new stream of p's, as it reads an
-// event stream from the upstream, with a stream recorder's timeline.
-func streamMeter(p *Proxy, rec *recorder.Recorder) *meter {
+// event stream from the upstream (read from body).
+func streamMeter(p *Proxy, body io.ReadCloser) *eventMeter {
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
 	ex := p.newExchange(r, request{t0: time.Now(), labels: p.metrics.RequestLabels("m", "chat_completions", "", ""),
 		endpoint: events.ChatCompletions, route: "/v1/chat/completions", model: "m", wantStream: true})
-	ex.m.readEvents(events.ChatCompletions, 1<<20, true)
-	// Recording the timeline is part of the per-event path; past its cap
-	// the gaps are summarized, which the benchmark's many reads reach.
-	ex.m.timeline = rec.Start()
-	return &ex.m
+	return newEventMeter(body, &ex.sink, events.ChatCompletions, 1<<20, true, nil)
 }
 
-func benchRecorder() *recorder.Recorder {
-	return recorder.New(recorder.Options{Last: 1000, Slowest: 100, Window: time.Minute, MaxGaps: 256})
+// measure splits and records one read of m's stream, as the meter does
+// with a read it held, stamped now with load streams in flight.
+func measure(m *eventMeter, p []byte, load int64) {
+	m.scan.Write(p, events.Stamp{At: time.Now(), Load: load})
 }
 
 // recordedStreamMeter returns the events of a recorded vLLM stream, each
-// as one read, their mean size, and a stream meter for them.
-func recordedStreamMeter(b testing.TB) (evs [][]byte, eventBytes int64, m *meter) {
+// as one read, their mean size, and a stream meter for them reading body
+// (nil: none), traced or not.
+func recordedStreamMeter(b testing.TB, body io.ReadCloser, traced bool) (evs [][]byte, eventBytes int64, m *eventMeter) {
 	b.Helper()
 	raw := streamtest.Read(b, "vllm_chat_usage.sse")
 	evs = streamtest.Events(string(raw))
-	return evs, int64(len(raw)) / int64(len(evs)), streamMeter(meteredProxy(b), benchRecorder())
+	return evs, int64(len(raw)) / int64(len(evs)), streamMeter(meteredProxy(b, traced), body)
 }
 
 // BenchmarkMeasureEvent measures the per-event cost of measuring (split,
@@ -60,25 +68,24 @@ func recordedStreamMeter(b testing.TB) (evs [][]byte, eventBytes int64, m *meter
 // as a proxy sees them, one stream at a time: the measuring alone, stamp
 // included. Reported per event.
 func BenchmarkMeasureEvent(b *testing.B) {
-	evs, eventBytes, m := recordedStreamMeter(b)
+	evs, eventBytes, m := recordedStreamMeter(b, nil, false)
 	b.SetBytes(eventBytes)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		m.measure(evs[i%len(evs)], time.Now(), 1)
+		measure(m, evs[i%len(evs)], 1)
 	}
 }
 
 // BenchmarkMeasureEventTraced is BenchmarkMeasureEvent for a traced
 // stream: what the span's record of the gaps adds per event.
 func BenchmarkMeasureEventTraced(b *testing.B) {
-	evs, eventBytes, m := recordedStreamMeter(b)
-	m.notable = &notableGaps{}
+	evs, eventBytes, m := recordedStreamMeter(b, nil, true)
 	b.SetBytes(eventBytes)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		m.measure(evs[i%len(evs)], time.Now(), 1)
+		measure(m, evs[i%len(evs)], 1)
 	}
 }
 
@@ -94,27 +101,25 @@ const coldStreams = 400
 func BenchmarkMeasureEventRoundRobin(b *testing.B) {
 	raw := streamtest.Read(b, "vllm_chat_usage.sse")
 	evs := streamtest.Events(string(raw))
-	p, rec := meteredProxy(b), benchRecorder()
-	meters := make([]*meter, coldStreams)
+	p := meteredProxy(b, false)
+	meters := make([]*eventMeter, coldStreams)
 	for i := range meters {
-		meters[i] = streamMeter(p, rec)
+		meters[i] = streamMeter(p, nil)
 	}
 	b.SetBytes(int64(len(raw)) / int64(len(evs)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		meters[i%coldStreams].measure(evs[(i/coldStreams)%len(evs)], time.Now(), coldStreams)
+		measure(meters[i%coldStreams], evs[(i/coldStreams)%len(evs)], coldStreams)
 	}
 }
 
 // BenchmarkPassthroughRead is the whole per-read cost of an event stream
-// through sseBody, as httputil.ReverseProxy drives it: the stamp and the
-// hold of each read, and the measuring of the one before.
+// through its eventMeter, as httputil.ReverseProxy drives it: the stamp
+// and the hold of each read, and the measuring of the one before.
 func BenchmarkPassthroughRead(b *testing.B) {
-	evs, eventBytes, m := recordedStreamMeter(b)
-	body := &sseBody{m: m}
 	src := &bytes.Reader{}
-	body.rc = io.NopCloser(src)
+	evs, eventBytes, body := recordedStreamMeter(b, io.NopCloser(src), false)
 	buf := make([]byte, 32<<10)
 	b.SetBytes(eventBytes)
 	b.ReportAllocs()

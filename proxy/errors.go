@@ -36,7 +36,7 @@ func writeError(w http.ResponseWriter, status int, typ, code, message string) {
 // first (then there is no one to answer).
 func (p *Proxy) handleUpstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	ex := exchangeFrom(r.Context())
-	w.Header().Set(RequestIDHeader, ex.ids.Request)
+	w.Header().Set(RequestIDHeader, ex.sink.ids.Request)
 	var netErr net.Error
 	switch {
 	case r.Context().Err() != nil:
@@ -45,13 +45,13 @@ func (p *Proxy) handleUpstreamError(w http.ResponseWriter, r *http.Request, err 
 		ex.fail(statusClientClosed, clientLeft)
 	case errors.As(err, &netErr) && netErr.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		ex.fail(http.StatusGatewayTimeout, upstreamFailed)
-		p.log.Warn("upstream timed out before responding", zap.String("request_id", ex.ids.Request),
+		p.log.Warn("upstream timed out before responding", zap.String("request_id", ex.sink.ids.Request),
 			zap.String("endpoint", ex.req.labels.Endpoint), zap.String("model", ex.req.labels.Model), zap.Error(err))
 		writeError(w, ex.code, "upstream_error", "upstream_timeout",
 			"itlproxy: the upstream server did not respond in time")
 	default:
 		ex.fail(http.StatusBadGateway, upstreamFailed)
-		p.log.Warn("upstream unreachable", zap.String("request_id", ex.ids.Request),
+		p.log.Warn("upstream unreachable", zap.String("request_id", ex.sink.ids.Request),
 			zap.String("endpoint", ex.req.labels.Endpoint), zap.String("model", ex.req.labels.Model), zap.Error(err))
 		writeError(w, ex.code, "upstream_error", "upstream_unreachable",
 			"itlproxy: the upstream server could not be reached")

@@ -11,7 +11,6 @@ import (
 
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/events"
-	"github.com/itlproxy/itlproxy/proxy/recorder"
 )
 
 // request is what the proxy knows of a request when its exchange starts:
@@ -39,14 +38,16 @@ type request struct {
 }
 
 // exchange follows one proxied request from its headers (t0) to the end of
-// its response and records it: its meter measures the response and, at
-// the end, says how it ended; the exchange records that. All its methods
-// run on the request's handler goroutine: httputil.ReverseProxy calls
-// ModifyResponse, ErrorHandler and the response body's Read there.
+// its response and records it: the response's reader (an eventMeter or a
+// jsonBody) measures the response into the sink, and at the end the
+// exchange decides how it ended and has the sink record it. All its
+// methods run on the request's handler goroutine: httputil.ReverseProxy
+// calls ModifyResponse, ErrorHandler and the response body's Read there.
 type exchange struct {
 	metrics *metrics.Metrics
 	req     request
-	ids     metrics.IDs
+	// sink records the response; its ids are the request's.
+	sink sink
 	// clientID: the request id came from the client, so the upstream's is
 	// not adopted.
 	clientID bool
@@ -55,13 +56,15 @@ type exchange struct {
 	code int
 	// failure is why the upstream gave no response, if it did not.
 	failure failure
-	// m measures the response.
-	m meter
+	// engine is the upstream's timing its response headers reported.
+	engine engineTimes
+	// events reads an event-stream response, json a JSON one; nil when
+	// the response is not one (or not yet).
+	events *eventMeter
+	json   *jsonBody
 	// cancelUpstream cancels the outbound request; set when streams have
 	// an idle timeout.
 	cancelUpstream context.CancelFunc
-	// recorder records the stream when it ends (record.go); nil for none.
-	recorder *recorder.Recorder
 	// span is the request's span, nil unless tracing is on (trace.go).
 	span trace.Span
 }
@@ -79,17 +82,18 @@ func exchangeFrom(ctx context.Context) *exchange {
 // id replaces the client's in the ids, so that the exemplars lead to the
 // span.
 func (p *Proxy) newExchange(r *http.Request, req request) *exchange {
-	ex := &exchange{metrics: p.metrics, req: req, recorder: p.cfg.Recorder, m: newMeter(p.metrics, req.labels, req.t0)}
-	ex.ids, ex.clientID = p.requestIDs(r, req.user)
+	ex := &exchange{metrics: p.metrics, req: req}
+	ids, clientID := p.requestIDs(r, req.user)
+	ex.clientID = clientID
 	if p.cfg.Tracer != nil {
 		ex.span = p.startSpan(r, req)
 		if sc := ex.span.SpanContext(); sc.IsSampled() {
-			ex.ids.Trace = sc.TraceID().String()
+			ids.Trace = sc.TraceID().String()
 		}
-		ex.m.notable = &notableGaps{}
 	}
+	ex.sink = newSink(p.metrics, req.labels, ids, req.t0, p.cfg.Recorder, ex.span)
 	if req.wantStream {
-		ex.m.startStream(ex.ids)
+		ex.sink.startStream()
 	}
 	return ex
 }
@@ -131,25 +135,21 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 		ex.req.body.release()
 	}
 	if upstreamID := resp.Header.Get(RequestIDHeader); !ex.clientID && validID(upstreamID) {
-		ex.ids.Request = upstreamID
-		if ex.m.stream != nil {
-			ex.m.stream.SetRequestID(upstreamID)
-		}
+		ex.sink.setRequestID(upstreamID)
 	}
-	resp.Header.Set(RequestIDHeader, ex.ids.Request)
+	resp.Header.Set(RequestIDHeader, ex.sink.ids.Request)
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	encoded := !identityEncoding(resp.Header.Get("Content-Encoding"))
 	endpoint := ex.req.endpoint
-	ex.m.readEngineHeaders(endpoint, resp)
+	ex.engine = engineHeaders(endpoint, resp)
 	switch {
 	case mediaType == "text/event-stream" || endpoint.NDJSON() && mediaType == ndjsonType:
-		ex.m.startStream(ex.ids)
-		ex.m.readEvents(endpoint, maxEvent, !encoded)
-		ex.m.timeline = ex.recorder.Start()
+		var it *idleTimer
 		if idle > 0 && ex.cancelUpstream != nil {
-			ex.m.idle = startIdleTimer(idle, ex.cancelUpstream)
+			it = startIdleTimer(idle, ex.cancelUpstream)
 		}
-		resp.Body = &sseBody{rc: resp.Body, m: &ex.m}
+		ex.events = newEventMeter(resp.Body, &ex.sink, endpoint, maxEvent, !encoded, it)
+		resp.Body = ex.events
 		if ex.req.usageInjected {
 			// The measurement reads the upstream's events; the client gets
 			// them without what the injection added, so a length no longer
@@ -167,7 +167,8 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 	case encoded:
 		ex.metrics.ParseFailure(ex.req.labels, metrics.ParseEncoded)
 	default:
-		resp.Body = &jsonBody{rc: resp.Body, m: &ex.m, endpoint: endpoint, max: maxEvent}
+		ex.json = newJSONBody(resp.Body, &ex.sink, endpoint, maxEvent)
+		resp.Body = ex.json
 	}
 }
 
@@ -183,9 +184,9 @@ func (ex *exchange) fail(code int, why failure) {
 	ex.failure = why
 }
 
-// finish records the exchange as its meter says it ended, once the meter
-// has measured every read. clientGone reports whether the client went away
-// (its request context was canceled) before the end.
+// finish records the exchange as it ended, once its reader has measured
+// every read. clientGone reports whether the client went away (its request
+// context was canceled) before the end.
 func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 	end := time.Now()
 	if ex.code == 0 {
@@ -195,47 +196,61 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 			ex.code = statusClientClosed
 		}
 	}
-	ex.m.drain()
-	e := ex.m.end(ex.code, ex.failure, clientGone)
-	streaming := ex.m.stream != nil
-	if streaming {
-		ex.m.stream.End(e.stream)
-		ex.record(e, end)
-	}
-	l := ex.req.labels
-	ex.metrics.Tokens(l, e.usage.input, e.usage.output)
-	ex.metrics.Engine(l, e.engine.tpot, e.engine.ttft, e.stream.TPOT)
+	e := ex.responseEnd(clientGone)
+	ex.sink.end(e, end)
+	streaming := ex.sink.stream != nil
 	duration := end.Sub(ex.req.t0)
-	ex.metrics.Request(l, streaming, ex.code, duration)
+	ex.metrics.Request(ex.req.labels, streaming, ex.code, duration)
 	if ex.span != nil {
-		ex.endSpan(e, end)
+		ex.endSpan(end)
 	}
 	if ce := log.Check(zap.DebugLevel, "request"); ce != nil {
 		ce.Write(ex.logFields(e, duration)...)
 	}
 }
 
+// responseEnd is how the response ended, from what its reader read: the
+// event stream's (once the read it still holds is measured) or the JSON
+// body's, with the outcome of a stream.
+func (ex *exchange) responseEnd(clientGone bool) responseEnd {
+	e := newResponseEnd()
+	e.engine = ex.engine
+	switch {
+	case ex.events != nil:
+		ex.events.drain()
+		ex.events.end(&e)
+	case ex.json != nil:
+		ex.json.end(&e)
+	}
+	if ex.sink.stream != nil {
+		e.stream.Outcome = ex.outcome(clientGone)
+		e.stream.OutputTokens = e.usage.output
+		e.stream.InputTokens = e.usage.input
+	}
+	return e
+}
+
 // logFields describes the exchange in the debug log: never its prompt or
 // completion.
 func (ex *exchange) logFields(e responseEnd, duration time.Duration) []zap.Field {
 	fields := []zap.Field{
-		zap.String("request_id", ex.ids.Request),
+		zap.String("request_id", ex.sink.ids.Request),
 		zap.String("model", ex.req.labels.Model),
 		zap.String("endpoint", ex.req.labels.Endpoint),
 		zap.Int("code", ex.code),
-		zap.Bool("streaming", ex.m.stream != nil),
+		zap.Bool("streaming", ex.sink.stream != nil),
 		zap.Duration("duration", duration),
 		zap.Int64("input_tokens", e.usage.input),
 		zap.Int64("output_tokens", e.usage.output),
 	}
-	if ex.m.stream != nil {
+	if ex.sink.stream != nil {
 		fields = append(fields, zap.String("outcome", e.stream.Outcome), zap.Int64("token_events", e.stream.Events))
 	}
-	if e.ttft >= 0 {
-		fields = append(fields, zap.Duration("ttft", e.ttft))
+	if ex.sink.ttft >= 0 {
+		fields = append(fields, zap.Duration("ttft", ex.sink.ttft))
 	}
-	if ex.ids.Trace != "" {
-		fields = append(fields, zap.String("trace_id", ex.ids.Trace))
+	if ex.sink.ids.Trace != "" {
+		fields = append(fields, zap.String("trace_id", ex.sink.ids.Trace))
 	}
 	return fields
 }

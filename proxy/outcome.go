@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"io"
-	"time"
 
 	"github.com/itlproxy/itlproxy/metrics"
 )
@@ -16,65 +15,18 @@ const (
 	upstreamFailed                // the upstream could not be reached, or did not answer in time
 )
 
-// responseEnd is how a response ended, as its meter saw it: what the
-// exchange records.
-type responseEnd struct {
-	// stream is the stream's end, for an exchange that counts as one.
-	stream metrics.StreamEnd
-	// usage is the tokens to count: the reported usage, the output of an
-	// event stream read without any counted as its token-bearing events;
-	// -1 when unknown.
-	usage usage
-	// ttft is the stream's time to first token, -1 without one.
-	ttft time.Duration
-	// engine is the upstream's own timing of the response, where reported.
-	engine engineTimes
-	// model is the model the response named, "" when it named none.
-	model string
-}
-
-// end stops the meter and returns how the response ended. code is the
-// status the client got, f why the upstream gave none if it did not, and
-// clientGone whether the client's request context was canceled.
-func (m *meter) end(code int, f failure, clientGone bool) responseEnd {
-	e := responseEnd{usage: m.body, ttft: -1, engine: m.engineTimes(), model: m.bodyModel}
-	e.stream.TPOT = -1
-	if m.idle != nil {
-		m.idle.stop()
-	}
-	if m.sse {
-		t := &m.tally
-		e.usage = usage{input: t.Input, output: t.Output}
-		if e.usage.output < 0 && m.scan != nil {
-			e.usage.output = t.Events
-		}
-		if tpot, ok := t.TPOT(); ok {
-			e.stream.TPOT = tpot
-		}
-		e.stream.AverageTokens = t.AverageTokens()
-		e.stream.Events = t.Events
-		e.model = t.Model
-		if t.Events > 0 {
-			e.ttft = t.First.Sub(m.t0)
-		}
-	}
-	if m.stream != nil {
-		e.stream.Outcome = m.outcome(code, f, clientGone)
-		e.stream.OutputTokens = e.usage.output
-		e.stream.InputTokens = e.usage.input
-	}
-	return e
-}
-
-// outcome decides how the stream ended: the one place that does.
-func (m *meter) outcome(code int, f failure, clientGone bool) string {
+// outcome decides how the exchange's stream ended, the one place that
+// does: code is the status the client got, clientGone whether the
+// client's request context was canceled.
+func (ex *exchange) outcome(clientGone bool) string {
+	code := ex.code
 	switch {
-	case f == clientLeft:
+	case ex.failure == clientLeft:
 		return metrics.OutcomeClientCanceled
-	case f == upstreamFailed:
+	case ex.failure == upstreamFailed:
 		return metrics.OutcomeUpstreamError
-	case m.sse:
-		return m.eventStreamOutcome(clientGone)
+	case ex.events != nil:
+		return ex.events.outcome(clientGone)
 	case clientGone:
 		return metrics.OutcomeClientCanceled
 	case code/100 == 2:
@@ -85,9 +37,9 @@ func (m *meter) outcome(code int, f failure, clientGone bool) string {
 	return metrics.OutcomeRejected
 }
 
-// eventStreamOutcome is the outcome of a stream the upstream answered
-// with an event stream.
-func (m *meter) eventStreamOutcome(clientGone bool) string {
+// outcome is the outcome of a stream the upstream answered with an event
+// stream.
+func (m *eventMeter) outcome(clientGone bool) string {
 	switch {
 	case m.tally.Failed:
 		return metrics.OutcomeUpstreamError

@@ -14,7 +14,6 @@ import (
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/events"
 	"github.com/itlproxy/itlproxy/proxy/realtime"
-	"github.com/itlproxy/itlproxy/proxy/recorder"
 )
 
 // The Realtime API: GET /v1/realtime?model=..., upgraded to a WebSocket
@@ -46,12 +45,11 @@ func (p *Proxy) realtime(w http.ResponseWriter, r *http.Request) {
 }
 
 // realtimeConn is one Realtime connection: the measurement of its
-// responses, reported on the metrics, the recorder and the span as every
-// stream is. It is the realtime.Observer, which the measurement calls
+// responses, each recorded on a sink of its own as every stream is. It is the realtime.Observer, which the measurement calls
 // under its own lock.
 type realtimeConn struct {
 	p  *Proxy
-	ex *exchange // the connection's: labels, ids, span, recorder
+	ex *exchange // the connection's: labels, ids, span
 	// conn measures the connection, once the upstream has switched
 	// protocols; nil before.
 	conn *realtime.Conn
@@ -67,9 +65,9 @@ func (c *realtimeConn) upgraded(resp *http.Response) {
 	if resp.StatusCode != http.StatusSwitchingProtocols || !ok {
 		return
 	}
-	c.session = c.ex.ids.Session
+	c.session = c.ex.sink.ids.Session
 	if c.session == "" {
-		c.session = c.ex.ids.Request
+		c.session = c.ex.sink.ids.Request
 	}
 	c.conn = realtime.New(realtime.Config{
 		MaxMessageBytes: c.p.cfg.MaxEventBytes,
@@ -99,7 +97,7 @@ var realtimeFailures = [...]string{
 
 // Unreadable counts what the measurement could not read.
 func (c *realtimeConn) Unreadable(f realtime.Failure) {
-	c.ex.metrics.ParseFailure(c.ex.req.labels, realtimeFailures[f])
+	c.ex.sink.parseFailure(realtimeFailures[f])
 }
 
 // realtimeOutcomes are the stream outcomes of the ways a response ends.
@@ -112,79 +110,52 @@ var realtimeOutcomes = [...]string{
 	realtime.ServerGone: metrics.OutcomeUpstreamError,
 }
 
-// realtimeResponse is one response, recorded as a stream.
+// realtimeResponse is one response, recorded as a stream on its own
+// sink, as an exchange's stream is.
 type realtimeResponse struct {
-	c        *realtimeConn
-	ids      metrics.IDs
-	start    time.Time
-	ttft     time.Duration // -1 before the first delta
-	stream   *metrics.Stream
-	timeline *recorder.Timeline // nil without a recorder
-	span     trace.Span         // nil unless traced
-	notable  *notableGaps       // nil unless traced
+	sink sink
+	span trace.Span // nil unless traced
 }
 
 // Start starts a response's stream. Its exemplars carry the response's
 // id (the one the upstream's logs know), else the connection's request id.
 func (c *realtimeConn) Start(s realtime.Start) realtime.ResponseObserver {
 	ex := c.ex
-	ids := metrics.IDs{Request: ex.ids.Request, Session: c.session, Trace: ex.ids.Trace}
+	ids := metrics.IDs{Request: ex.sink.ids.Request, Session: c.session, Trace: ex.sink.ids.Trace}
 	if validID(s.ResponseID) {
 		ids.Request = s.ResponseID
 	}
-	r := &realtimeResponse{c: c, ids: ids, start: s.At, ttft: -1, stream: ex.metrics.StartStream(ex.req.labels, ids), timeline: ex.recorder.Start()}
+	r := &realtimeResponse{}
 	if ex.span != nil {
 		_, r.span = c.p.cfg.Tracer.Start(trace.ContextWithSpan(context.Background(), ex.span), "realtime response",
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(s.At), trace.WithAttributes(
 				attribute.String("gen_ai.response.id", attrText(s.ResponseID, maxModelAttr)),
 				attribute.Bool("itlproxy.realtime.server_initiated", s.ByServer)))
-		r.notable = &notableGaps{}
 	}
+	r.sink = newSink(ex.metrics, ex.req.labels, ids, s.At, c.p.cfg.Recorder, r.span)
+	r.sink.readEvents()
 	return r
 }
 
-func (r *realtimeResponse) FirstDelta(ttft time.Duration, _ time.Time) {
-	r.ttft = ttft
-	r.stream.FirstToken(ttft)
-}
+func (r *realtimeResponse) FirstDelta(ttft time.Duration, _ time.Time) { r.sink.firstToken(ttft) }
 
 // Gap records a gap between deltas, measured as the read that ended it
 // was forwarded: in the load band of the model's streams in flight then.
 func (r *realtimeResponse) Gap(d time.Duration, at time.Time) {
-	recordGap(r.stream, r.timeline, r.notable, d, 0, at, r.stream.InFlight())
+	r.sink.gap(d, 0, at, r.sink.stream.InFlight())
 }
 
-// End records how the response ended, as exchange.finish records a
-// stream: its stream, its tokens, the recorder and its span.
+// End records how the response ended, on its sink, and ends its span.
 func (r *realtimeResponse) End(e realtime.End) {
-	ex := r.c.ex
-	end := responseEnd{
-		stream: metrics.StreamEnd{Outcome: realtimeOutcomes[e.Outcome], TPOT: e.TPOT, AverageTokens: e.AverageTokens,
-			Events: e.Deltas, OutputTokens: e.OutputTokens},
-		usage: usage{input: e.InputTokens, output: e.OutputTokens},
-		ttft:  r.ttft,
+	end := newResponseEnd()
+	end.stream = metrics.StreamEnd{Outcome: realtimeOutcomes[e.Outcome], TPOT: e.TPOT, AverageTokens: e.AverageTokens,
+		Events: e.Deltas, OutputTokens: e.OutputTokens}
+	end.usage = usage{input: e.InputTokens, output: e.OutputTokens}
+	r.sink.end(end, e.At)
+	if r.span == nil {
+		return
 	}
-	r.stream.End(end.stream)
-	l := ex.req.labels
-	ex.metrics.Tokens(l, end.usage.input, end.usage.output)
-	recordStream(ex.recorder, r.timeline, r.ids, l, r.stream, end, r.start, e.At)
-	if r.span != nil {
-		r.endSpan(end, e)
-	}
-}
-
-// endSpan sets the response span's attributes, as a stream's span has
-// them, and ends it.
-func (r *realtimeResponse) endSpan(end responseEnd, e realtime.End) {
-	attrs := make([]attribute.KeyValue, 0, 12)
-	attrs = append(attrs, attribute.String("itlproxy.outcome", end.stream.Outcome),
-		attribute.Bool("itlproxy.realtime.cancel_requested", e.CancelRequested))
-	if e.InputTokens >= 0 {
-		attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", e.InputTokens))
-	}
-	attrs = append(attrs, attribute.Int64("gen_ai.usage.output_tokens", e.OutputTokens))
-	r.span.SetAttributes(spanTiming(attrs, end, r.stream.Gaps(), r.notable.past)...)
-	r.notable.events(r.span)
+	r.span.SetAttributes(attribute.Bool("itlproxy.realtime.cancel_requested", e.CancelRequested))
 	if end.stream.Outcome == metrics.OutcomeUpstreamError {
 		r.span.SetStatus(codes.Error, "")
 	}

@@ -127,7 +127,7 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 func (p *Proxy) refuseBody(w http.ResponseWriter, r *http.Request, labels metrics.Labels, t0 time.Time, err error) {
 	ex := p.newExchange(r, request{t0: t0, labels: labels, endpoint: events.Other})
 	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
-	w.Header().Set(RequestIDHeader, ex.ids.Request)
+	w.Header().Set(RequestIDHeader, ex.sink.ids.Request)
 	switch {
 	case errors.Is(err, errUpgradeWithBody):
 		ex.code = http.StatusBadRequest

@@ -8,16 +8,16 @@ import (
 	"github.com/itlproxy/itlproxy/proxy/events"
 )
 
-// TestStreamScannerReadsFixtures: the scanner itlbench reads streams with
+// TestScannerReadsFixtures: the scanner itlbench reads streams with
 // finds in every recorded stream, in every framing and cut into random
 // reads, the same token-bearing events and usage that the proxy's own
 // measurement finds (checkStreamMetrics holds the proxy to the same
 // fixture table).
-func TestStreamScannerReadsFixtures(t *testing.T) {
+func TestScannerReadsFixtures(t *testing.T) {
 	forEachFraming(t, func(t *testing.T, fx fixture, _, stream string) {
 		tokens, done, failed := 0, false, false
 		output := int64(-1)
-		s := events.NewStreamScanner(fx.api(), 1<<20, func(e events.Event) {
+		s := events.NewScanner(fx.api(), 1<<20, func(e events.Event, _ events.Stamp) {
 			if e.Invalid || e.Oversized {
 				t.Errorf("unreadable event: %+v", e)
 			}
@@ -33,7 +33,7 @@ func TestStreamScannerReadsFixtures(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(len(stream)), 7))
 		for rest := []byte(stream); len(rest) > 0; {
 			n := min(len(rest), 1+rng.IntN(100))
-			s.Write(rest[:n])
+			s.Write(rest[:n], events.Stamp{})
 			rest = rest[n:]
 		}
 		if s.End() {

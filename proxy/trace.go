@@ -22,8 +22,9 @@ import (
 // t0 to the end of its response. A W3C traceparent from the client is its
 // parent, and the upstream request carries the span as its own parent, so
 // that the server's spans join the trace. The span's attributes are set
-// once, at the end, from the end record; per event, the meter only keeps
-// the longest gap and the few gaps worth an event (spanGaps).
+// once, at the end, from the end record (sink.endSpan and
+// exchange.endSpan); per event, the sink only keeps the few gaps worth an
+// event (notableGaps).
 
 // traceContext reads and writes W3C traceparent and tracestate.
 var traceContext propagation.TraceContext
@@ -139,59 +140,25 @@ func (g *notableGaps) add(index int, d time.Duration, at time.Time, n metrics.No
 	}
 }
 
-// endSpan sets the span's attributes from the end record and ends it.
-func (ex *exchange) endSpan(e responseEnd, end time.Time) {
+// endSpan sets the request span's own attributes and ends it; the sink
+// has set the response's.
+func (ex *exchange) endSpan(end time.Time) {
 	span := ex.span
-	attrs := make([]attribute.KeyValue, 0, 16)
+	attrs := make([]attribute.KeyValue, 0, 4)
 	attrs = append(attrs,
 		attribute.Int("http.response.status_code", ex.code),
-		attribute.String("itlproxy.request_id", attrText(ex.ids.Request, maxModelAttr)))
-	if ex.ids.Session != "" {
-		attrs = append(attrs, attribute.String("itlproxy.session_id", attrText(ex.ids.Session, maxModelAttr)))
+		attribute.String("itlproxy.request_id", attrText(ex.sink.ids.Request, maxModelAttr)))
+	if ex.sink.ids.Session != "" {
+		attrs = append(attrs, attribute.String("itlproxy.session_id", attrText(ex.sink.ids.Session, maxModelAttr)))
 	}
 	if ex.req.labels.Model != "" {
 		attrs = append(attrs, attribute.String("itlproxy.model", ex.req.labels.Model))
-	}
-	if e.model != "" {
-		attrs = append(attrs, attribute.String("gen_ai.response.model", attrText(e.model, maxModelAttr)))
-	}
-	if e.usage.input >= 0 {
-		attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", e.usage.input))
-	}
-	if e.usage.output >= 0 {
-		attrs = append(attrs, attribute.Int64("gen_ai.usage.output_tokens", e.usage.output))
-	}
-	if ex.m.stream != nil {
-		attrs = append(attrs, attribute.String("itlproxy.outcome", e.stream.Outcome))
-		attrs = spanTiming(attrs, e, ex.m.stream.Gaps(), ex.m.notable.past)
-		ex.m.notable.events(span)
 	}
 	span.SetAttributes(attrs...)
 	if ex.code >= 500 || ex.failure == upstreamFailed {
 		span.SetStatus(codes.Error, "")
 	}
 	span.End(trace.WithTimestamp(end))
-}
-
-// spanTiming appends the stream's timing: TTFT and TPOT in seconds, as
-// the metrics have them, and its gaps.
-func spanTiming(attrs []attribute.KeyValue, e responseEnd, gaps metrics.GapSummary, dropped int) []attribute.KeyValue {
-	if e.ttft >= 0 {
-		attrs = append(attrs, attribute.Float64("itlproxy.ttft", e.ttft.Seconds()))
-	}
-	if e.stream.TPOT >= 0 {
-		attrs = append(attrs, attribute.Float64("itlproxy.tpot", e.stream.TPOT.Seconds()))
-	}
-	attrs = append(attrs, attribute.Int("itlproxy.gap.count", gaps.Count))
-	if gaps.Count > 0 {
-		attrs = append(attrs,
-			attribute.Float64("itlproxy.gap.longest", gaps.Longest.Seconds()),
-			attribute.Int("itlproxy.gap.longest_index", gaps.LongestAt))
-	}
-	if dropped > 0 {
-		attrs = append(attrs, attribute.Int("itlproxy.gap.events_dropped", dropped))
-	}
-	return attrs
 }
 
 // events adds an event per notable gap, at the time the gap ended: named

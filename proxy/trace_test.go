@@ -130,7 +130,7 @@ func TestSpanEventsCapped(t *testing.T) {
 		case i%3 != 0:
 			d = 20 * time.Millisecond // a stall
 		}
-		recordGap(ex.m.stream, ex.m.timeline, ex.m.notable, d, 0, at, 1)
+		ex.sink.gap(d, 0, at, 1)
 	}
 	ex.finish(false, zap.NewNop())
 	s := onlySpan(t, rec)
@@ -151,17 +151,19 @@ func TestSpanEventsCapped(t *testing.T) {
 // TestTracedMeterAllocatesNothing: tracing adds no allocation per event
 // of a stream whose gaps are not notable.
 func TestTracedMeterAllocatesNothing(t *testing.T) {
-	evs, _, m := recordedStreamMeter(t)
-	m.notable = &notableGaps{}
+	evs, _, m := recordedStreamMeter(t, nil, true)
+	if m.sink.notable == nil {
+		t.Fatal("the stream is not traced")
+	}
 	i := 0
 	allocs := testing.AllocsPerRun(1000, func() {
-		m.measure(evs[i%len(evs)], time.Now(), 1)
+		measure(m, evs[i%len(evs)], 1)
 		i++
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per event", allocs)
 	}
-	if m.stream.Gaps().Count == 0 {
+	if m.sink.stream.Gaps().Count == 0 {
 		t.Error("no gap was recorded")
 	}
 }

@@ -31,7 +31,7 @@ const (
 type worker struct {
 	b    *bench
 	buf  []byte
-	scan *events.StreamScanner
+	scan *events.Scanner
 	// stamps reads the send times an upstream may put into events.
 	stamps transitStamps
 	s      streamState
@@ -45,7 +45,6 @@ type worker struct {
 type streamState struct {
 	st    *modelStats
 	start time.Time // just before the request was sent
-	now   time.Time // when the read being scanned returned
 	// tally counts the stream's events and does its arithmetic (TPOT,
 	// output tokens) exactly as itlproxy's meter does.
 	tally events.Tally
@@ -53,7 +52,7 @@ type streamState struct {
 
 func newWorker(b *bench) *worker {
 	w := &worker{b: b, buf: make([]byte, readBufferBytes)}
-	w.scan = events.NewStreamScanner(b.cfg.endpoint, maxEventBytes, w.event)
+	w.scan = events.NewScanner(b.cfg.endpoint, maxEventBytes, w.event)
 	return w
 }
 
@@ -125,8 +124,7 @@ func (w *worker) readStream(ctx context.Context, body io.Reader) {
 		var n int
 		n, err = body.Read(w.buf)
 		if n > 0 {
-			w.s.now = time.Now()
-			w.stamps.write(w.buf[:n], w.scan)
+			w.stamps.write(w.buf[:n], w.scan, time.Now())
 		}
 	}
 	truncated := w.scan.End()
@@ -157,22 +155,23 @@ func (w *worker) readStream(ctx context.Context, body io.Reader) {
 	}
 }
 
-// event is called by the scanner for each event a read completed.
-func (w *worker) event(e events.Event) {
+// event is called by the scanner for each event a read completed, with
+// that read's stamp.
+func (w *worker) event(e events.Event, at events.Stamp) {
 	s := &w.s
-	transit, stamped := w.stamps.take(s.now)
+	transit, stamped := w.stamps.take(at.At)
 	if e.Invalid || e.Oversized {
 		s.st.invalidEvents.Add(1)
 		return
 	}
-	tok, ok := s.tally.Add(e, s.now)
+	tok, ok := s.tally.Add(e, at.At)
 	if ok && stamped {
 		s.st.transit.record(transit)
 	}
 	switch {
 	case !ok:
 	case tok.First:
-		s.st.ttft.record(s.now.Sub(s.start))
+		s.st.ttft.record(at.At.Sub(s.start))
 	default:
 		s.st.itl.record(tok.Gap)
 	}

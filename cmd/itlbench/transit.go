@@ -26,8 +26,9 @@ type transitStamps struct {
 	sent int64
 }
 
-// write scans p, a read of the stream, for events and stamps.
-func (t *transitStamps) write(p []byte, scan *events.StreamScanner) {
+// write scans p, a read of the stream that returned at at, for events and
+// stamps.
+func (t *transitStamps) write(p []byte, scan *events.Scanner, at time.Time) {
 	from := 0
 	for i := 0; i < len(p); {
 		nl := bytes.IndexByte(p[i:], '\n')
@@ -44,12 +45,12 @@ func (t *transitStamps) write(p []byte, scan *events.StreamScanner) {
 		if sent, ok := t.stamp(); ok {
 			// Nothing before the stamp's line end may see it: the previous
 			// event ended before the line began.
-			scan.Write(p[from : end+1])
+			scan.Write(p[from:end+1], events.Stamp{At: at})
 			from, t.sent = end+1, sent
 		}
 		t.n, i = 0, end+1
 	}
-	scan.Write(p[from:])
+	scan.Write(p[from:], events.Stamp{At: at})
 }
 
 // grow adds seg, the next bytes of the current line, to its head.

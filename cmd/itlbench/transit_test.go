@@ -38,12 +38,12 @@ func TestTransitStampsSplits(t *testing.T) {
 		t.Helper()
 		var st transitStamps
 		var got []int64
-		scan := events.NewStreamScanner(events.ChatCompletions, maxEventBytes, func(events.Event) {
+		scan := events.NewScanner(events.ChatCompletions, maxEventBytes, func(_ events.Event, at events.Stamp) {
 			got = append(got, st.sent)
-			st.take(time.Now())
+			st.take(at.At)
 		})
 		for _, p := range pieces {
-			st.write(p, scan)
+			st.write(p, scan, time.Now())
 		}
 		if !slices.Equal(got, stampedWant) {
 			t.Errorf("%s: stamps %v, want %v", name, got, stampedWant)
@@ -62,9 +62,10 @@ func TestTransitStampsSplits(t *testing.T) {
 // TestTransitStampsAllocs: finding stamps costs no allocation per read.
 func TestTransitStampsAllocs(t *testing.T) {
 	var st transitStamps
-	scan := events.NewStreamScanner(events.ChatCompletions, maxEventBytes, func(events.Event) { st.take(time.Now()) })
+	scan := events.NewScanner(events.ChatCompletions, maxEventBytes, func(_ events.Event, at events.Stamp) { st.take(at.At) })
 	in := []byte(stampedStream)
-	if n := testing.AllocsPerRun(200, func() { st.write(in[:40], scan); st.write(in[40:], scan) }); n != 0 {
+	now := time.Now()
+	if n := testing.AllocsPerRun(200, func() { st.write(in[:40], scan, now); st.write(in[40:], scan, now) }); n != 0 {
 		t.Errorf("%v allocations per stream, want 0", n)
 	}
 }

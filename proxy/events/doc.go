@@ -12,14 +12,14 @@
 // # Data flow
 //
 // The caller feeds the bytes of each read of a response body, as they
-// pass, to a StreamScanner, after stamping its clock. The scanner's SSE
-// splitter cuts them into server-sent events as the HTML standard's
+// pass, to a Scanner, with the Stamp of that read (its time, and the
+// load the caller counts then). The scanner's SSE (or NDJSON) splitter cuts them into server-sent events as the HTML standard's
 // event-stream rules define them ("\r\n", "\n" or "\r" line ends, comment
 // lines, multi-line data joined with '\n', a blank line dispatching the
 // event), however the reads cut them; each event is classified by the
-// reader of its Endpoint into an Event, and handed to the caller, which
-// owns the clock: every event a Write completes arrived at the stamp taken
-// before that Write. A whole non-streamed body goes to ParseJSON instead.
+// reader of its Endpoint into an Event, and handed to the caller with
+// the Stamp of the Write that completed it: the caller owns the clock, and
+// every event a Write completes arrived at that Write's stamp. A whole non-streamed body goes to ParseJSON instead.
 // The bytes themselves are never changed: the scanner only watches them.
 //
 // # Definitions

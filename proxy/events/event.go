@@ -101,7 +101,7 @@ var doneData = []byte("[DONE]")
 
 // classify makes an Event of a dispatched server-sent event, reading its
 // data with parse.
-func classify(ev sseEvent, parse func([]byte) Event) Event {
+func classify(ev rawEvent, parse func([]byte) Event) Event {
 	switch {
 	case ev.Oversized:
 		return Event{Oversized: true, InputTokens: -1, OutputTokens: -1}
@@ -112,45 +112,3 @@ func classify(ev sseEvent, parse func([]byte) Event) Event {
 	}
 	return parse(ev.Data)
 }
-
-// StreamScanner splits an event stream into events and classifies each:
-// the proxy's measurement and itlbench's client-side one both read
-// streams through it, so that the two ends of a comparison count exactly
-// the same events as token-bearing. The caller stamps its clock before
-// each Write: every event that Write completes arrived then.
-type StreamScanner struct {
-	split splitter
-	parse func([]byte) Event
-	on    func(Event)
-}
-
-// splitter cuts a stream into events: sseSplitter, or ndjsonSplitter for
-// the APIs that stream newline-delimited JSON.
-type splitter interface {
-	write(p []byte)
-	end() (truncated bool)
-}
-
-// NewStreamScanner returns a scanner of an endpoint's stream that calls on
-// for each event (each line, for an NDJSON endpoint), and buffers at most
-// maxEventBytes of one event (larger ones are reported as Oversized).
-func NewStreamScanner(endpoint Endpoint, maxEventBytes int, on func(Event)) *StreamScanner {
-	s := &StreamScanner{on: on, parse: parserFor(endpoint)}
-	if endpoint.NDJSON() {
-		s.split = newNDJSONSplitter(s, maxEventBytes)
-	} else {
-		s.split = newSSESplitter(s, maxEventBytes)
-	}
-	return s
-}
-
-// Write feeds the next bytes of the stream, as read; events may be split
-// across writes anywhere.
-func (s *StreamScanner) Write(p []byte) { s.split.write(p) }
-
-// End is called at the end of the stream. It reports whether the stream
-// stopped inside an event, which is dropped, as a client's parser drops
-// it.
-func (s *StreamScanner) End() (truncated bool) { return s.split.end() }
-
-func (s *StreamScanner) handleEvent(ev sseEvent) { s.on(classify(ev, s.parse)) }

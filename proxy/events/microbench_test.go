@@ -16,10 +16,10 @@ import (
 // cpu-ns/event) as the proxy's own benchmarks of whole streams are, and
 // tabulated with them in BENCHMARKS.md by bench/run.sh.
 
-// countEvents is an sseHandler that only counts.
+// countEvents is an eventHandler that only counts.
 type countEvents int
 
-func (c *countEvents) handleEvent(sseEvent) { *c++ }
+func (c *countEvents) handleEvent(rawEvent) { *c++ }
 
 // BenchmarkSSESplitter is the splitter alone over a recorded vLLM stream:
 // one event per write (events a token apart, as a proxy reads them), each
@@ -117,11 +117,11 @@ func BenchmarkNDJSONScanner(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			n := 0
-			s := NewStreamScanner(OllamaChat, 1<<20, func(Event) { n++ })
+			s := NewScanner(OllamaChat, 1<<20, func(Event, Stamp) { n++ })
 			b.SetBytes(int64(len(raw)))
 			streamtest.PerEvent(b, len(lines), func() {
 				for _, w := range tc.writes {
-					s.Write(w)
+					s.Write(w, Stamp{})
 				}
 			})
 			if n != b.N*len(lines) {

@@ -37,15 +37,15 @@ func TestNativeStreams(t *testing.T) {
 			for how, chunks := range streamtest.Cuts(raw) {
 				tally := NewTally()
 				at := time.Unix(0, 0)
-				s := NewStreamScanner(tc.endpoint, 1<<16, func(e Event) {
+				s := NewScanner(tc.endpoint, 1<<16, func(e Event, st Stamp) {
 					if e.Invalid || e.Oversized {
 						t.Fatalf("%s: unreadable event %+v", how, e)
 					}
-					tally.Add(e, at)
+					tally.Add(e, st.At)
 				})
 				for _, c := range chunks {
 					at = at.Add(time.Millisecond)
-					s.Write(c)
+					s.Write(c, Stamp{At: at})
 				}
 				if s.End() {
 					t.Fatalf("%s: truncated", how)
@@ -154,10 +154,10 @@ func TestEngineTimingBounds(t *testing.T) {
 func TestNDJSONScannerAllocs(t *testing.T) {
 	raw := streamtest.ReadNative(t, "ollama_chat.ndjson")
 	lines := 0
-	s := NewStreamScanner(OllamaChat, 1<<16, func(Event) { lines++ })
+	s := NewScanner(OllamaChat, 1<<16, func(Event, Stamp) { lines++ })
 	allocs := testing.AllocsPerRun(50, func() {
 		for i := 0; i < len(raw); i += 37 { // lines cut across writes
-			s.Write(raw[i:min(i+37, len(raw))])
+			s.Write(raw[i:min(i+37, len(raw))], Stamp{})
 		}
 	})
 	if allocs != 0 || lines != 51*41 {
@@ -254,8 +254,8 @@ func TestNumber(t *testing.T) {
 // stream carries its timings on the last chunk, read as on /completion.
 func TestLlamaCppChatTimings(t *testing.T) {
 	tally := NewTally()
-	s := NewStreamScanner(ChatCompletions, 1<<16, func(e Event) { tally.Add(e, time.Unix(0, 0)) })
-	s.Write(streamtest.Read(t, "llamacpp_chat.sse"))
+	s := NewScanner(ChatCompletions, 1<<16, func(e Event, at Stamp) { tally.Add(e, at.At) })
+	s.Write(streamtest.Read(t, "llamacpp_chat.sse"), Stamp{At: time.Unix(0, 0)})
 	if tally.EngineTTFT != 30100*time.Microsecond || tally.EngineTPOT != 0 {
 		t.Errorf("engine TTFT %v, TPOT %v; want 30.1ms and none (the fixture has no predicted_per_token_ms)", tally.EngineTTFT, tally.EngineTPOT)
 	}

@@ -9,10 +9,10 @@ import "bytes"
 // write, and never more than max bytes of it; a longer line is dispatched
 // as Oversized when its end arrives. Lines end in '\n'; a '\r' before it
 // is dropped, and blank lines are skipped. It dispatches to an
-// sseHandler, each line as an event's data, so that one classifier reads
+// eventHandler, each line as an event's data, so that one classifier reads
 // both framings.
 type ndjsonSplitter struct {
-	h   sseHandler
+	h   eventHandler
 	max int
 
 	partialLine       // an unterminated line carried over to the next write
@@ -20,7 +20,7 @@ type ndjsonSplitter struct {
 	start       int64 // the stream offset where the current line starts
 }
 
-func newNDJSONSplitter(h sseHandler, max int) *ndjsonSplitter {
+func newNDJSONSplitter(h eventHandler, max int) *ndjsonSplitter {
 	return &ndjsonSplitter{h: h, max: max}
 }
 
@@ -46,14 +46,14 @@ func (s *ndjsonSplitter) write(p []byte) {
 func (s *ndjsonSplitter) dispatch(line []byte) {
 	if s.discard {
 		s.discard = false
-		s.h.handleEvent(sseEvent{Oversized: true, Start: s.start, End: s.off, DataAt: -1})
+		s.h.handleEvent(rawEvent{Oversized: true, Start: s.start, End: s.off, DataAt: -1})
 		return
 	}
 	line = bytes.TrimSuffix(line, []byte{'\r'})
 	if len(bytes.TrimSpace(line)) == 0 {
 		return
 	}
-	s.h.handleEvent(sseEvent{Data: line, Start: s.start, End: s.off, DataAt: s.start})
+	s.h.handleEvent(rawEvent{Data: line, Start: s.start, End: s.off, DataAt: s.start})
 }
 
 // end is called at the end of the stream. A last line without its '\n' is

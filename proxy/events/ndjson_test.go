@@ -12,12 +12,12 @@ import (
 // spanLog records dispatched lines with where they lie in the stream.
 type spanLog struct {
 	eventLog
-	spans []sseEvent
+	spans []rawEvent
 }
 
-func (l *spanLog) handleEvent(ev sseEvent) {
+func (l *spanLog) handleEvent(ev rawEvent) {
 	l.eventLog.handleEvent(ev)
-	l.spans = append(l.spans, sseEvent{Start: ev.Start, End: ev.End, DataAt: ev.DataAt})
+	l.spans = append(l.spans, rawEvent{Start: ev.Start, End: ev.End, DataAt: ev.DataAt})
 }
 
 func splitLines(max int, chunks [][]byte) (*spanLog, bool) {

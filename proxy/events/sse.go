@@ -2,9 +2,10 @@ package events
 
 import "bytes"
 
-// sseEvent is one dispatched server-sent event. Its slices belong to the
-// splitter and are valid only during the handler call.
-type sseEvent struct {
+// rawEvent is one dispatched event before it is read: a server-sent
+// event, or one line of an NDJSON stream (its Data). Its slices belong to
+// the splitter and are valid only during the handler call.
+type rawEvent struct {
 	// Type is the value of the event's last "event:" field, empty when it
 	// had none (the spec's default type, "message").
 	Type []byte
@@ -25,9 +26,9 @@ type sseEvent struct {
 	DataAt int64
 }
 
-// sseHandler receives the events a splitter dispatches.
-type sseHandler interface {
-	handleEvent(ev sseEvent)
+// eventHandler receives the events a splitter dispatches.
+type eventHandler interface {
+	handleEvent(ev rawEvent)
 }
 
 // bom is the UTF-8 byte order mark, which the spec strips from the start
@@ -50,7 +51,7 @@ var newline = []byte{'\n'}
 // bytes of either: an event past that bound is dispatched as Oversized, so
 // memory stays bounded however long a line the upstream sends.
 type sseSplitter struct {
-	h   sseHandler
+	h   eventHandler
 	max int
 
 	partialLine        // an unterminated line carried over to the next write
@@ -66,7 +67,7 @@ type sseSplitter struct {
 	dataAt int64 // the current event's DataAt
 }
 
-func newSSESplitter(h sseHandler, max int) *sseSplitter {
+func newSSESplitter(h eventHandler, max int) *sseSplitter {
 	return &sseSplitter{h: h, max: max}
 }
 
@@ -218,9 +219,9 @@ func (s *sseSplitter) processLine(line []byte, end int64) {
 func (s *sseSplitter) dispatch() {
 	switch {
 	case s.oversized:
-		s.h.handleEvent(sseEvent{Oversized: true, Start: s.start, End: s.off, DataAt: -1})
+		s.h.handleEvent(rawEvent{Oversized: true, Start: s.start, End: s.off, DataAt: -1})
 	case s.hasData:
-		s.h.handleEvent(sseEvent{Type: s.typ, Data: s.data, Start: s.start, End: s.off, DataAt: s.dataAt})
+		s.h.handleEvent(rawEvent{Type: s.typ, Data: s.data, Start: s.start, End: s.off, DataAt: s.dataAt})
 	}
 	s.data, s.typ = s.data[:0], s.typ[:0]
 	s.hasData, s.oversized = false, false

@@ -17,7 +17,7 @@ type recorded struct {
 
 type eventLog []recorded
 
-func (l *eventLog) handleEvent(ev sseEvent) {
+func (l *eventLog) handleEvent(ev rawEvent) {
 	*l = append(*l, recorded{Type: string(ev.Type), Data: string(ev.Data), Oversized: ev.Oversized})
 }
 
@@ -126,10 +126,10 @@ func TestSSESplitterMemoryBound(t *testing.T) {
 }
 
 // spans records where each dispatched event lies in the stream.
-type spans []sseEvent
+type spans []rawEvent
 
-func (l *spans) handleEvent(ev sseEvent) {
-	*l = append(*l, sseEvent{Data: bytes.Clone(ev.Data), Oversized: ev.Oversized, Start: ev.Start, End: ev.End, DataAt: ev.DataAt})
+func (l *spans) handleEvent(ev rawEvent) {
+	*l = append(*l, rawEvent{Data: bytes.Clone(ev.Data), Oversized: ev.Oversized, Start: ev.Start, End: ev.End, DataAt: ev.DataAt})
 }
 
 // checkSpans holds the spans of the events split from in, cut as chunks,

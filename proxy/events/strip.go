@@ -6,7 +6,7 @@ import "io"
 // injected (WithUsageRequested): it passes the upstream's bytes through,
 // event by event, minus what the injection added: the usage-only chunk
 // before [DONE], and the "usage":null member some servers then put in every
-// other chunk. The events are those the StreamScanner sees (the same
+// other chunk. The events are those the Scanner sees (the same
 // splitter cuts them), and every byte outside what it takes out passes as
 // it came. Complete events are passed on as soon as their blank line
 // arrives; only an event split across reads waits for its end, and never
@@ -92,7 +92,7 @@ func (u *UsageStripper) passTo(i int) {
 	}
 }
 
-func (u *UsageStripper) handleEvent(ev sseEvent) {
+func (u *UsageStripper) handleEvent(ev rawEvent) {
 	start, end := int(ev.Start-u.inAt), int(ev.End-u.inAt)
 	if start < u.pos {
 		return // its start was passed on past the bound: the rest goes as it is
