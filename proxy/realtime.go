@@ -149,7 +149,7 @@ func (r *realtimeResponse) Gap(d time.Duration, at time.Time) {
 func (r *realtimeResponse) End(e realtime.End) {
 	end := newResponseEnd()
 	end.stream = metrics.StreamEnd{Outcome: realtimeOutcomes[e.Outcome], TPOT: e.TPOT, AverageTokens: e.AverageTokens,
-		Events: e.Deltas, OutputTokens: e.OutputTokens}
+		Events: e.Deltas, OutputTokens: e.OutputTokens, InputTokens: e.InputTokens}
 	end.usage = usage{input: e.InputTokens, output: e.OutputTokens}
 	r.sink.end(end, e.At)
 	if r.span == nil {

@@ -89,6 +89,15 @@ func TestRealtimeOutcomes(t *testing.T) {
 			if got := h.counter("itlproxy_active_streams", "endpoint", "realtime"); got != 0 {
 				t.Errorf("%v responses still in flight", got)
 			}
+			// A response that ended without response.done's usage has no
+			// context length: its TPOT is in the unknown band, not 0-1k.
+			wantUnknown := uint64(0)
+			if tc.status == "" || tc.status == "error" {
+				wantUnknown = 1
+			}
+			if n, _ := h.hist("itlproxy_time_per_output_token_by_context_seconds", "endpoint", "realtime", "context", "unknown"); n != wantUnknown {
+				t.Errorf("%d TPOTs in context band unknown, want %d", n, wantUnknown)
+			}
 		})
 	}
 }
