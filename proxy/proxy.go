@@ -45,7 +45,8 @@ type Config struct {
 	// values are bounded by metrics.RequestLabels.
 	ClassHeader, TenantHeader string
 	// InjectUsage asks for usage on streaming chat and completions
-	// requests that do not, and takes it out of the response (inject.go).
+	// requests that do not, and takes it out of the response
+	// (events.WithUsageRequested, events.UsageStripper).
 	InjectUsage bool
 	// Recorder, when not nil, records every stream as it ends, with its
 	// gap timeline (proxy/recorder).

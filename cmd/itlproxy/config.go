@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/itlproxy/itlproxy/cmd/internal/admin"
+	"github.com/itlproxy/itlproxy/cmd/internal/reload"
+	"github.com/itlproxy/itlproxy/cmd/internal/telemetry"
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy"
 )
@@ -86,15 +90,8 @@ type config struct {
 	LogLevel  string `env:"ITLPROXY_LOG_LEVEL" envDefault:"info" help:"debug (one line per request), info, warn or error."`
 	LogFormat string `env:"ITLPROXY_LOG_FORMAT" envDefault:"json" help:"json or console."`
 
-	OTLPEndpoint         string  `env:"OTEL_EXPORTER_OTLP_ENDPOINT" help:"OpenTelemetry collector's base URL (e.g. http://otel-collector:4318, or :4317 over grpc): one span per request is exported there with OTLP. Unset (with the next one): no tracing."`
-	OTLPTracesEndpoint   string  `env:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" help:"Full URL spans are exported to (e.g. http://tempo:4318/v1/traces), over OTEL_EXPORTER_OTLP_ENDPOINT."`
-	OTLPProtocol         string  `env:"OTEL_EXPORTER_OTLP_PROTOCOL" envDefault:"http/protobuf" help:"OTLP transport: http/protobuf or grpc."`
-	OTLPTracesProtocol   string  `env:"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL" help:"OTLP transport of spans, over OTEL_EXPORTER_OTLP_PROTOCOL."`
-	OTELServiceName      string  `env:"OTEL_SERVICE_NAME" envDefault:"itlproxy" help:"service.name of the spans' resource."`
-	OTELResourceAttrs    string  `env:"OTEL_RESOURCE_ATTRIBUTES" help:"More resource attributes of the spans, key=value pairs separated by commas (values percent-encoded), e.g. deployment.environment.name=prod."`
-	OTELTracesSampler    string  `env:"OTEL_TRACES_SAMPLER" envDefault:"parentbased_always_on" help:"always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio."`
-	OTELTracesSamplerArg float64 `env:"OTEL_TRACES_SAMPLER_ARG" envDefault:"1" help:"The ratio of traces the traceidratio samplers keep, 0 to 1."`
-	OTELBSPMaxQueueSize  int     `env:"OTEL_BSP_MAX_QUEUE_SIZE" envDefault:"2048" help:"Ended spans waiting for export; past it spans are dropped (itlproxy_trace_spans_dropped_total), never waited for."`
+	// The OpenTelemetry SDK's own variables: OTEL_*.
+	telemetry.Config
 
 	DemoClients int `env:"ITLPROXY_DEMO_CLIENTS" envDefault:"6" help:"Demo mode only: concurrent simulated clients."`
 
@@ -108,9 +105,9 @@ type config struct {
 	routes []proxy.Route
 	// tlsFiles are the certificate files both take, re-read when they
 	// change.
-	tlsFiles []*tlsFile
+	tlsFiles []*reload.CertFile
 	// web is what ITLPROXY_WEB_CONFIG_FILE said at start.
-	web webConfig
+	web admin.WebConfig
 }
 
 // byteSize is a size in bytes, written as a whole number with an optional
@@ -176,9 +173,12 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 			continue // already reported as unparsable
 		}
 		// Quote what the operator wrote (a size as "512KiB", not 524288);
-		// URLs are the exception, shown redacted.
-		if raw, set := environ[p.key]; set && raw != "" && !urlKeys[p.key] {
+		// URLs redacted.
+		if raw, set := environ[p.key]; set && raw != "" {
 			p.value = raw
+			if urlKey(p.key) {
+				p.value = redactURL(raw)
+			}
 		}
 		problems = append(problems, p.String())
 	}
@@ -192,7 +192,7 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 	} else if pair != nil {
 		cfg.listenerTLS, cfg.tlsFiles = listenerTLS, append(cfg.tlsFiles, pair)
 	}
-	if web, problem := loadWebConfig(cfg.WebConfigFile); problem != "" {
+	if web, problem := admin.LoadWebConfig(cfg.WebConfigFile); problem != "" {
 		problems = append(problems, problem)
 	} else {
 		cfg.web = web
@@ -222,12 +222,16 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 	return cfg, nil
 }
 
-// urlKeys are the variables whose values are URLs, which may hold
-// credentials: problems show them redacted.
-var urlKeys = map[string]bool{
-	"ITLPROXY_UPSTREAM_URL":              true,
-	"OTEL_EXPORTER_OTLP_ENDPOINT":        true,
-	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true,
+// envObjectives are the objectives the environment sets, under the SLO
+// file's.
+func (c config) envObjectives() metrics.Objectives {
+	return metrics.Objectives{TTFT: c.SLOTTFT, ITL: c.SLOITL, TPOT: c.SLOTPOT, MaxGap: c.SLOMaxGap}
+}
+
+// urlKey reports whether key's value is a URL, which may hold
+// credentials: problems show it redacted.
+func urlKey(key string) bool {
+	return key == "ITLPROXY_UPSTREAM_URL" || slices.Contains(telemetry.URLVariables, key)
 }
 
 // envKey returns the variable of the config field named field.
@@ -279,9 +283,7 @@ Usage:
 
 Configuration, from the environment:
 `)
-	t := reflect.TypeFor[config]()
-	for i := range t.NumField() {
-		f := t.Field(i)
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[config]()) {
 		key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
 		if key == "" {
 			continue

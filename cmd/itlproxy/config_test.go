@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/itlproxy/itlproxy/cmd/internal/telemetry"
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy"
 )
@@ -47,12 +48,14 @@ func TestConfigDefaults(t *testing.T) {
 		LogLevel:             "info",
 		LogFormat:            "json",
 		DemoClients:          6,
-		OTLPProtocol:         "http/protobuf",
-		OTELServiceName:      "itlproxy",
-		OTELTracesSampler:    "parentbased_always_on",
-		OTELTracesSamplerArg: 1,
-		OTELBSPMaxQueueSize:  2048,
-		routes:               proxy.DefaultRoutes,
+		Config: telemetry.Config{
+			OTLPProtocol:         "http/protobuf",
+			OTELServiceName:      "itlproxy",
+			OTELTracesSampler:    "parentbased_always_on",
+			OTELTracesSamplerArg: 1,
+			OTELBSPMaxQueueSize:  2048,
+		},
+		routes: proxy.DefaultRoutes,
 	}
 	if tc := cfg.upstreamTLS; tc == nil || tc.InsecureSkipVerify || tc.RootCAs != nil {
 		t.Errorf("upstream TLS by default: %+v, want verification against the system's roots", tc)

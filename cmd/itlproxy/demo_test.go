@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/itlproxy/itlproxy/cmd/internal/demo"
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
@@ -37,21 +38,21 @@ func TestDemo(t *testing.T) {
 	if first, _, _ := strings.Cut(in.stdout.String(), "\n"); !strings.HasPrefix(first, "live page: http://"+in.admin+"/ ") {
 		t.Errorf("the demo's first line is %q, not the live page's address", first)
 	}
-	deadline = time.Now().Add(demoTableEvery + 3*time.Second)
+	deadline = time.Now().Add(demo.TableEvery + 3*time.Second)
 	for !strings.Contains(in.stdout.String(), "ITL p50") {
 		if time.Now().After(deadline) {
 			t.Fatalf("no table on stdout:\n%s", in.stdout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, m := range demoModels {
+	for _, m := range demo.Models {
 		if !strings.Contains(in.stdout.String(), m.Name) {
 			t.Errorf("table does not show %s:\n%s", m.Name, in.stdout)
 		}
 	}
 
 	fs := waitForVerdicts(t, in, started)
-	for _, m := range demoModels {
+	for _, m := range demo.Models {
 		var breaches []string
 		for _, slo := range []string{metrics.SLOTTFT, metrics.SLOITL, metrics.SLOTPOT, metrics.SLOMaxGap} {
 			breaches = append(breaches, fmt.Sprintf("%s %.0f/%.0f", slo,
@@ -64,7 +65,7 @@ func TestDemo(t *testing.T) {
 	}
 
 	dom := chromiumDOMIn(t, "demo", "http://"+in.admin+"/")
-	for _, m := range demoModels {
+	for _, m := range demo.Models {
 		row := regexp.MustCompile(`<tr class="model" data-model="` + regexp.QuoteMeta(m.Name) + `"><td rowspan="2">[^<]*</td><td rowspan="2">[^<]*</td>\s*` +
 			`<td>(1m[^<]*)</td>(?:<td>[^<]*</td>){6}\s*<td class="attainment">(\d+\.\d)% of (\d+)</td><td class="goodput">(\d+\.\d) tokens/s</td>`).FindStringSubmatch(dom)
 		if row == nil {
@@ -98,7 +99,7 @@ func waitForVerdicts(t *testing.T, in *instance, started time.Time) scrape.Famil
 		fs := in.scrape()
 		done := fs.Value("itlproxy_slo_breaches_total", "model", demoMissing) > 0 &&
 			verdict(fs, demoMissing, metrics.VerdictMissed) > 0
-		for _, m := range demoModels {
+		for _, m := range demo.Models {
 			done = done && verdict(fs, m.Name, metrics.VerdictMet) > 0
 		}
 		if done {

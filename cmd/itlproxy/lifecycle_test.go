@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/itlproxy/itlproxy/cmd/internal/reload"
 )
 
 // TestLifecycleOffByDefault: without ITLPROXY_WEB_ENABLE_LIFECYCLE, POST
@@ -25,7 +27,7 @@ func TestLifecycleOffByDefault(t *testing.T) {
 	if code != http.StatusForbidden || !strings.Contains(msg, "ITLPROXY_WEB_ENABLE_LIFECYCLE=true") {
 		t.Errorf("POST /-/reload without the lifecycle flag: %d %q, want 403 naming the flag", code, msg)
 	}
-	time.Sleep(3 * settleDelay)
+	time.Sleep(3 * reload.SettleDelay)
 	if got := itlObjective(in, "_other"); got != 0.02 {
 		t.Errorf("itl objective %v after a refused POST /-/reload, want 0.02 still", got)
 	}

@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
 
+	"github.com/itlproxy/itlproxy/cmd/internal/telemetry"
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
@@ -142,12 +143,12 @@ func registeredFamilies(t *testing.T) []string {
 	}
 	sink := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer sink.Close()
-	tr, err := startTracing(config{OTLPEndpoint: sink.URL, OTLPProtocol: "http/protobuf", OTELServiceName: "itlproxy",
-		OTELTracesSampler: "always_on", OTELBSPMaxQueueSize: 16}, reg, zap.NewNop())
+	tr, err := telemetry.StartTracing(telemetry.Config{OTLPEndpoint: sink.URL, OTLPProtocol: "http/protobuf", OTELServiceName: "itlproxy",
+		OTELTracesSampler: "always_on", OTELBSPMaxQueueSize: 16}, version, reg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.shutdown(time.Second, zap.NewNop())
+	defer tr.Shutdown(time.Second, zap.NewNop())
 	descs := make(chan *prometheus.Desc, 256)
 	reg.Describe(descs)
 	close(descs)

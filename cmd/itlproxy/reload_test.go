@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/itlproxy/itlproxy/cmd/internal/reload"
 	"github.com/itlproxy/itlproxy/internal/e2e"
 	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
@@ -100,7 +101,7 @@ func TestReloadSLOFile(t *testing.T) {
 	}
 
 	vol.editUnseen("slo.yaml", []byte("default: {itl: 100ms}\n"))
-	time.Sleep(3 * settleDelay)
+	time.Sleep(3 * reload.SettleDelay)
 	if got := itlObjective(in, "_other"); got != 0.03 {
 		t.Fatalf("an edit the watcher cannot see was put in effect (itl %v): the SIGHUP step proves nothing", got)
 	}

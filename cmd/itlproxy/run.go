@@ -7,21 +7,21 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/url"
 	"runtime"
 	"runtime/debug"
-	"sync/atomic"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/itlproxy/itlproxy/cmd/internal/admin"
+	"github.com/itlproxy/itlproxy/cmd/internal/demo"
+	"github.com/itlproxy/itlproxy/cmd/internal/reload"
+	"github.com/itlproxy/itlproxy/cmd/internal/telemetry"
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy"
 	"github.com/itlproxy/itlproxy/proxy/recorder"
@@ -45,11 +45,11 @@ func (e *usageError) Error() string {
 // the exit status. It returns when ctx is canceled and the shutdown is
 // done, or when starting fails.
 func run(ctx context.Context, args []string, environ map[string]string, stdout, stderr io.Writer) error {
-	demo := false
+	demoMode := false
 	switch {
 	case len(args) == 0:
 	case len(args) == 1 && args[0] == "demo":
-		demo = true
+		demoMode = true
 	case len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help"):
 		_, err := io.WriteString(stdout, usage())
 		return err
@@ -59,12 +59,12 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	default:
 		return &usageError{arg: args[0]}
 	}
-	cfg, err := loadConfig(environ, demo)
+	cfg, err := loadConfig(environ, demoMode)
 	if err != nil {
 		return err
 	}
-	if demo {
-		cfg.slos = demoSLOs(cfg.slos)
+	if demoMode {
+		cfg.slos = demo.SLOs(cfg.slos)
 	}
 	log := newLogger(cfg, stderr)
 	defer func() { _ = log.Sync() }()
@@ -93,18 +93,22 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return err
 	}
 
-	tr, err := startTracing(cfg, reg, log)
+	tr, err := telemetry.StartTracing(cfg.Config, version, reg, log)
 	if err != nil {
 		return err
 	}
-	defer tr.shutdown(spanFlushTimeout, log)
+	if endpoint, protocol := cfg.TracesEndpoint(); endpoint != "" {
+		log.Info("exporting spans", zap.String("protocol", protocol), zap.String("endpoint", redactURL(endpoint)))
+	}
+	defer tr.Shutdown(telemetry.SpanFlushTimeout, log)
 	outcomes, err := metrics.NewReloads(reg)
 	if err != nil {
 		return err
 	}
-	srv := &server{cfg: cfg, log: log, reg: reg, rec: rec, recorder: newRecorder(cfg), tracer: tr.tracer,
-		reload: newReloader(cfg, log.Named("reload"), rec, outcomes)}
-	if demo {
+	srv := &server{cfg: cfg, log: log, reg: reg, rec: rec, recorder: newRecorder(cfg), tracer: tr.Tracer,
+		reload: reload.New(reload.Options{SLOFile: cfg.SLOFile, EnvObjectives: cfg.envObjectives(), Metrics: rec,
+			CertFiles: cfg.tlsFiles, Outcomes: outcomes, Log: log.Named("reload")})}
+	if demoMode {
 		return srv.runDemo(ctx, stdout)
 	}
 	return srv.run(ctx, nil)
@@ -140,20 +144,31 @@ func newLogger(cfg config, w io.Writer) *zap.Logger {
 
 // server owns the two listeners and their lifecycle.
 type server struct {
-	cfg   config
-	log   *zap.Logger
-	reg   *prometheus.Registry
-	rec   *metrics.Metrics
-	ready atomic.Bool
+	cfg config
+	log *zap.Logger
+	reg *prometheus.Registry
+	rec *metrics.Metrics
 	// recorder keeps recent streams for /debug/streams and the page at /;
 	// nil when off.
 	recorder *recorder.Recorder
-	// history is the registry's recent samples, for the live page.
-	history *history
 	// tracer starts the requests' spans, nil when tracing is off.
 	tracer trace.Tracer
 	// reload re-reads the SLO and certificate files while serving.
-	reload *reloader
+	reload *reload.Reloader
+}
+
+// newRecorder returns the stream recorder the configuration asks for,
+// nil when it keeps nothing.
+func newRecorder(cfg config) *recorder.Recorder {
+	if cfg.RecorderStreams == 0 && cfg.RecorderSlowest == 0 {
+		return nil
+	}
+	return recorder.New(recorder.Options{
+		Last:    cfg.RecorderStreams,
+		Slowest: cfg.RecorderSlowest,
+		Window:  cfg.RecorderWindow,
+		MaxGaps: cfg.RecorderMaxGaps,
+	})
 }
 
 // warnAtStart warns of settings that weaken what the proxy guarantees.
@@ -162,7 +177,7 @@ func (s *server) warnAtStart() {
 		s.log.Warn("ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY is set: the upstream's TLS certificate is NOT verified; " +
 			"anyone on the path to it can read and alter every request and response")
 	}
-	for _, w := range s.cfg.web.warnings() {
+	for _, w := range s.cfg.web.Warnings() {
 		s.log.Warn(w)
 	}
 }
@@ -177,7 +192,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	}
 	s.warnAtStart()
 	p := s.newProxy(upstream)
-	stopReload, err := s.reload.start()
+	stopReload, err := s.reload.Start()
 	if err != nil {
 		return fmt.Errorf("watching the configuration files: %w", err)
 	}
@@ -208,25 +223,23 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		// its framing asks for it, as after every other request.
 		DisableGeneralOptionsHandler: true,
 	}
+	adm := admin.New(admin.Options{Registry: s.reg, Recorder: s.recorder, StallThreshold: s.cfg.StallThreshold,
+		Reload: s.reload.Reload, Lifecycle: s.cfg.WebEnableLifecycle, Pprof: s.cfg.Pprof, Web: s.cfg.web, Log: s.log})
 	adminSrv := &http.Server{
-		Handler:           s.adminRoutes(),
+		Handler:           adm,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          httpLog,
-	}
-	if s.recorder != nil {
-		s.history = &history{g: s.reg}
-		go s.history.run(ctx)
 	}
 	serve := s.listenProtocols(proxySrv)
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- serve(proxyLn) }()
-	go func() { serveErr <- s.serveAdmin(adminSrv, adminLn) }()
-	s.ready.Store(true)
+	go func() { serveErr <- adm.Serve(ctx, adminSrv, adminLn) }()
+	adm.SetReady(true)
 	s.log.Info("itlproxy started",
 		zap.String("version", version),
 		zap.Stringer("proxy_addr", proxyLn.Addr()),
 		zap.Stringer("admin_addr", adminLn.Addr()),
-		zap.String("admin_scheme", s.cfg.adminScheme()),
+		zap.String("admin_scheme", s.cfg.web.Scheme()),
 		zap.String("upstream", upstreamForLog(upstream)))
 
 	stopStarted := func() {}
@@ -241,7 +254,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		s.log.Error("listener failed", zap.Error(failed))
 	}
 
-	s.ready.Store(false)
+	adm.SetReady(false)
 	stopStarted()
 	s.shutdown(proxySrv, adminSrv, p, failed)
 	if failed != nil && !errors.Is(failed, http.ErrServerClosed) {
@@ -320,45 +333,4 @@ func upstreamForLog(u *url.URL) string {
 	c := *u
 	c.User, c.RawQuery = nil, ""
 	return c.String()
-}
-
-func (s *server) adminRoutes() http.Handler {
-	r := chi.NewRouter()
-	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{
-		// OpenMetrics is negotiated with scrapers that ask for it: it is
-		// the format that carries exemplars.
-		EnableOpenMetrics: true,
-		Registry:          s.reg,
-	}))
-	r.Method(http.MethodPost, "/-/reload", s.reload)
-	for path, probe := range s.probes() {
-		r.Get(path, probe)
-	}
-	s.streamRoutes(r)
-	if s.cfg.Pprof {
-		// Only here, on the admin listener, and only when asked: profiles
-		// reveal internals, and the proxy port serves nothing of its own.
-		r.HandleFunc("/debug/pprof/", pprof.Index)
-		r.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-		r.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		r.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		r.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		r.HandleFunc("/debug/pprof/{profile}", pprof.Index)
-	}
-	return r
-}
-
-// healthz answers the liveness probe: the process serves.
-func (s *server) healthz(w http.ResponseWriter, _ *http.Request) {
-	_, _ = io.WriteString(w, "ok\n")
-}
-
-// readyz answers the readiness probe: 503 from the start of the shutdown,
-// so that load balancers stop sending first.
-func (s *server) readyz(w http.ResponseWriter, _ *http.Request) {
-	if !s.ready.Load() {
-		http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		return
-	}
-	_, _ = io.WriteString(w, "ready\n")
 }

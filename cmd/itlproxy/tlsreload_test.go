@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/itlproxy/itlproxy/cmd/internal/reload"
 )
 
 func readFile(t *testing.T, name string) []byte {
@@ -247,8 +249,8 @@ func TestVerifyUpstream(t *testing.T) {
 	server, _, _ := pki.issue("upstream", x509.ExtKeyUsageServerAuth)
 	foreign, _, _ := other.issue("upstream", x509.ExtKeyUsageServerAuth)
 	clientOnly, _, _ := pki.issue("client", x509.ExtKeyUsageClientAuth)
-	ca := &tlsFile{role: tlsUpstreamCA, certFile: pki.caFile}
-	if _, err := ca.load(); err != nil {
+	ca := reload.NewCertFile(reload.UpstreamCA, pki.caFile, "")
+	if _, err := ca.Load(); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -265,7 +267,7 @@ func TestVerifyUpstream(t *testing.T) {
 		{"client certificate", clientOnly, "localhost", "localhost", false},
 	} {
 		tc := &tls.Config{}
-		ca.verifyServers(tc, c.dialled)
+		ca.VerifyServers(tc, c.dialled)
 		leaf, err := x509.ParseCertificate(c.cert.Certificate[0])
 		if err != nil {
 			t.Fatal(err)
@@ -315,7 +317,7 @@ func TestTLSFileLoad(t *testing.T) {
 	_, certFile, keyFile := pki.issue("first", x509.ExtKeyUsageServerAuth)
 	_, otherCert, _ := pki.issue("second", x509.ExtKeyUsageServerAuth)
 	good, mismatched := readFile(t, certFile), readFile(t, otherCert)
-	f := &tlsFile{role: tlsListenerCert, certFile: certFile, keyFile: keyFile}
+	f := reload.NewCertFile(reload.ListenerCert, certFile, keyFile)
 	write := func(b []byte) {
 		if err := os.WriteFile(certFile, b, 0o600); err != nil {
 			t.Fatal(err)
@@ -335,11 +337,12 @@ func TestTLSFileLoad(t *testing.T) {
 		{"back to the bytes in use: nothing to do", func() { write(good) }, false, true},
 	} {
 		step.do()
-		changed, err := f.load()
+		changed, err := f.Load()
 		if changed != step.changed || (err == nil) != step.ok {
 			t.Errorf("%s: changed %v, err %v; want changed %v, ok %v", step.name, changed, err, step.changed, step.ok)
 		}
-		if leaf, _ := x509.ParseCertificate(f.pair.Load().Certificate[0]); leaf == nil || leaf.Subject.CommonName != "first" {
+		pair, _ := f.ServerCertificate(nil)
+		if leaf, _ := x509.ParseCertificate(pair.Certificate[0]); leaf == nil || leaf.Subject.CommonName != "first" {
 			t.Errorf("%s: the certificate in use is not first any more", step.name)
 		}
 	}

@@ -397,7 +397,7 @@ func TestTracesEndpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if endpoint, protocol := cfg.tracesEndpoint(); endpoint != tc.endpoint || protocol != tc.protocol {
+			if endpoint, protocol := cfg.TracesEndpoint(); endpoint != tc.endpoint || protocol != tc.protocol {
 				t.Errorf("got %q over %q, want %q over %q", endpoint, protocol, tc.endpoint, tc.protocol)
 			}
 		})

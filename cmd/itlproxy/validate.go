@@ -32,7 +32,7 @@ func (c config) validate(demo bool) []problem {
 	c.validateSessions(add)
 	c.validateLogging(add)
 	c.validateRecorder(add)
-	c.validateTracing(add)
+	c.Config.Validate(add)
 	return ps
 }
 
@@ -43,7 +43,7 @@ func (c config) validateAddresses(demo bool, add func(key, value, why string)) {
 		add("ITLPROXY_UPSTREAM_URL", "", "required: the URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
 	case c.UpstreamURL != "":
 		if why := checkUpstream(c.UpstreamURL); why != "" {
-			add("ITLPROXY_UPSTREAM_URL", redactURL(c.UpstreamURL), why)
+			add("ITLPROXY_UPSTREAM_URL", c.UpstreamURL, why)
 		}
 	}
 	listenOK := checkAddr(c.ListenAddr)

@@ -3,6 +3,7 @@ package scrape
 import (
 	"math"
 	"slices"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 )
@@ -110,4 +111,13 @@ func (b Buckets) locate(q float64) (i int, rank, below, in float64) {
 		prev = c
 	}
 	return len(b.Cumulative), rank, float64(prev), float64(total - prev)
+}
+
+// Seconds formats v, a latency in seconds read back (a quantile, NaN when
+// there is none), as a duration to a tenth of a millisecond: "-" for NaN.
+func Seconds(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return time.Duration(v * float64(time.Second)).Round(100 * time.Microsecond).String()
 }

@@ -1,4 +1,4 @@
-package main
+package reload
 
 import (
 	"bytes"
@@ -10,20 +10,20 @@ import (
 	"sync/atomic"
 )
 
-// Roles of the TLS files: the values of itlproxy_tls_reload_failures_total's
-// file label.
+// Roles of the certificate files: the values of
+// itlproxy_tls_reload_failures_total's file label.
 const (
-	tlsListenerCert   = "listener_cert"
-	tlsUpstreamCA     = "upstream_ca"
-	tlsUpstreamClient = "upstream_client_cert"
+	ListenerCert   = "listener_cert"
+	UpstreamCA     = "upstream_ca"
+	UpstreamClient = "upstream_client_cert"
 )
 
-// tlsFile is a certificate and its key, or a CA bundle (no key file),
+// CertFile is a certificate and its key, or a CA bundle (no key file),
 // loaded at start and re-read when it changes on disk (cert-manager
 // rotates files in place). Each handshake takes what it holds at that
 // moment, so a rotation needs no restart and fails no handshake: a new
 // file that cannot be used leaves the old contents in place.
-type tlsFile struct {
+type CertFile struct {
 	role              string
 	certFile, keyFile string
 
@@ -36,22 +36,32 @@ type tlsFile struct {
 	readErr  string    // why the files last could not be read, or ""
 }
 
-// files returns the files to watch.
-func (f *tlsFile) files() []string {
+// NewCertFile returns the certificate files of role, not yet loaded: a
+// certificate and its key, or a CA bundle when keyFile is "".
+func NewCertFile(role, certFile, keyFile string) *CertFile {
+	return &CertFile{role: role, certFile: certFile, keyFile: keyFile}
+}
+
+// Role is what the files are for: ListenerCert, UpstreamCA or
+// UpstreamClient.
+func (f *CertFile) Role() string { return f.role }
+
+// Files returns the files to watch.
+func (f *CertFile) Files() []string {
 	if f.keyFile == "" {
 		return []string{f.certFile}
 	}
 	return []string{f.certFile, f.keyFile}
 }
 
-// load reads the files and puts them in effect if they differ from those
+// Load reads the files and puts them in effect if they differ from those
 // in use. changed reports whether they differ from the last ones tried:
 // a file already refused is not refused (and counted) again.
-func (f *tlsFile) load() (changed bool, err error) {
+func (f *CertFile) Load() (changed bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var read [2][]byte
-	for i, name := range f.files() {
+	for i, name := range f.Files() {
 		if read[i], err = os.ReadFile(name); err != nil {
 			changed, f.readErr, f.attempts = err.Error() != f.readErr, err.Error(), [2][]byte{}
 			return changed, err
@@ -80,15 +90,15 @@ func (f *tlsFile) load() (changed bool, err error) {
 	return true, nil
 }
 
-// serverCertificate is the listener's tls.Config.GetCertificate.
-func (f *tlsFile) serverCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+// ServerCertificate is the listener's tls.Config.GetCertificate.
+func (f *CertFile) ServerCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return f.pair.Load(), nil
 }
 
-// clientCertificate is the upstream's tls.Config.GetClientCertificate: the
+// ClientCertificate is the upstream's tls.Config.GetClientCertificate: the
 // certificate in use, or none when the upstream asks for another CA's (as
 // crypto/tls does with a fixed certificate).
-func (f *tlsFile) clientCertificate(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+func (f *CertFile) ClientCertificate(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	pair := f.pair.Load()
 	if cri.SupportsCertificate(pair) != nil {
 		return new(tls.Certificate), nil
@@ -96,13 +106,13 @@ func (f *tlsFile) clientCertificate(cri *tls.CertificateRequestInfo) (*tls.Certi
 	return pair, nil
 }
 
-// verifyServers makes tc verify the upstream's certificate against the
+// VerifyServers makes tc verify the upstream's certificate against the
 // CA file's current certificates. A tls.Config's RootCAs cannot change
 // under connections being dialed, so crypto/tls's own verification is
 // turned off and done here instead, the same way: the chain to these
 // roots, for server authentication, and the name dialed: the one sent as
 // SNI, or for an address (which crypto/tls does not send) upstreamHost.
-func (f *tlsFile) verifyServers(tc *tls.Config, upstreamHost string) {
+func (f *CertFile) VerifyServers(tc *tls.Config, upstreamHost string) {
 	tc.InsecureSkipVerify = true
 	tc.VerifyConnection = func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 {

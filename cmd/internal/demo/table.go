@@ -1,8 +1,7 @@
-package main
+package demo
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -42,8 +41,8 @@ func (s snapshot) table(models []string, elapsed time.Duration) string {
 			s.Value("itlproxy_requests_total", "model", model),
 			streams("completed"), streams("client_canceled"), streams("upstream_error")+streams("rejected"),
 			s.Value("itlproxy_output_tokens_total", "model", model)/elapsed.Seconds(),
-			seconds(scrape.HistogramQuantile(0.5, ttft)), seconds(scrape.HistogramQuantile(0.99, ttft)),
-			seconds(scrape.HistogramQuantile(0.5, itl)), seconds(scrape.HistogramQuantile(0.99, itl)), itl.Count,
+			scrape.Seconds(scrape.HistogramQuantile(0.5, ttft)), scrape.Seconds(scrape.HistogramQuantile(0.99, ttft)),
+			scrape.Seconds(scrape.HistogramQuantile(0.5, itl)), scrape.Seconds(scrape.HistogramQuantile(0.99, itl)), itl.Count,
 			s.attainment(model))
 	}
 	_ = tw.Flush()
@@ -60,12 +59,4 @@ func (s snapshot) attainment(model string) string {
 	}
 	met := s.Value("itlproxy_streams_judged_total", "model", model, "verdict", metrics.VerdictMet)
 	return fmt.Sprintf("%.0f%% of %.0f", 100*met/judged, judged)
-}
-
-// seconds formats a duration in seconds for the table.
-func seconds(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return time.Duration(v * float64(time.Second)).Round(100 * time.Microsecond).String()
 }

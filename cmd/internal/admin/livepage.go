@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/itlproxy/itlproxy/metrics/scrape"
 	"github.com/itlproxy/itlproxy/proxy/recorder"
 )
 
@@ -88,10 +89,10 @@ type pageData struct {
 }
 
 // livePage answers GET /.
-func (s *server) livePage(w http.ResponseWriter, r *http.Request) {
+func (s *Server) livePage(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
 	if err := livePageTemplate.Execute(&buf, s.pageData(time.Now())); err != nil {
-		s.log.Warn("live page", zap.Error(err))
+		s.o.Log.Warn("live page", zap.Error(err))
 		http.Error(w, "the page failed to render", http.StatusInternalServerError)
 		return
 	}
@@ -100,8 +101,8 @@ func (s *server) livePage(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-func (s *server) pageData(now time.Time) pageData {
-	o := s.recorder.Options()
+func (s *Server) pageData(now time.Time) pageData {
+	o := s.o.Recorder.Options()
 	d := pageData{
 		Now:     now.UTC().Format(time.RFC3339),
 		Refresh: int(pageRefresh.Seconds()),
@@ -109,22 +110,22 @@ func (s *server) pageData(now time.Time) pageData {
 		Recording: fmt.Sprintf("the last %d streams and the %d slowest by longest gap and by TTFT over the last %s, %d gaps each",
 			o.Last, o.Slowest, o.Window, o.MaxGaps),
 	}
-	if s.cfg.StallThreshold > 0 {
-		d.Stall = s.cfg.StallThreshold.String()
+	if s.o.StallThreshold > 0 {
+		d.Stall = s.o.StallThreshold.String()
 	}
 	d.Models = s.pageModels(now)
-	for _, e := range s.recorder.Slowest(recorder.ByLongestGap, pageSlowest) {
+	for _, e := range s.o.Recorder.Slowest(recorder.ByLongestGap, pageSlowest) {
 		d.Slowest = append(d.Slowest, s.drawStream(e))
 	}
-	for _, e := range s.recorder.Slowest(recorder.ByTTFT, pageSlowest) {
+	for _, e := range s.o.Recorder.Slowest(recorder.ByTTFT, pageSlowest) {
 		d.SlowestTTFT = append(d.SlowestTTFT, pageStream{Entry: e, Link: streamLink(e), TTFT: e.TTFT.Round(time.Millisecond).String()})
 	}
 	return d
 }
 
 // pageModels returns each model's row, by name.
-func (s *server) pageModels(now time.Time) []pageModel {
-	cur, err := takeSample(s.reg, now)
+func (s *Server) pageModels(now time.Time) []pageModel {
+	cur, err := takeSample(s.o.Registry, now)
 	if err != nil {
 		return nil
 	}
@@ -167,8 +168,8 @@ func formatWindow(label string, full time.Duration, w window) pageWindow {
 		Label:    label,
 		Requests: fmt.Sprintf("%.2f/s", w.requestRate),
 		Tokens:   fmt.Sprintf("%.1f/s", w.tokenRate),
-		TTFTP50:  seconds(w.ttftP50), TTFTP99: seconds(w.ttftP99),
-		ITLP50: seconds(w.itlP50), ITLP99: seconds(w.itlP99),
+		TTFTP50:  scrape.Seconds(w.ttftP50), TTFTP99: scrape.Seconds(w.ttftP99),
+		ITLP50: scrape.Seconds(w.itlP50), ITLP99: scrape.Seconds(w.itlP99),
 	}
 	if w.judged > 0 {
 		pw.Attainment = fmt.Sprintf("%.1f%% of %.0f", 100*w.attainment, w.judged)
@@ -182,7 +183,7 @@ func streamLink(e *recorder.Entry) string { return "/debug/streams/" + url.PathE
 
 // drawStream draws e's timeline: a bar per recorded gap, as tall as the
 // gap is long next to the longest, stalls and objective breaches marked.
-func (s *server) drawStream(e *recorder.Entry) pageStream {
+func (s *Server) drawStream(e *recorder.Entry) pageStream {
 	ps := pageStream{
 		Entry:   e,
 		Link:    streamLink(e),
@@ -205,7 +206,7 @@ func (s *server) drawStream(e *recorder.Entry) pageStream {
 		h := max(1, int(math.Round(barsHigh*float64(g.Length)/float64(longest))))
 		bar := pageBar{X: i, Y: barsHigh - h, H: h, Index: i + 1, Length: g.Length.Round(100 * time.Microsecond).String()}
 		switch {
-		case s.cfg.StallThreshold > 0 && g.Length > s.cfg.StallThreshold:
+		case s.o.StallThreshold > 0 && g.Length > s.o.StallThreshold:
 			bar.Class = "stall"
 			ps.Stalls = append(ps.Stalls, i+1)
 		case objective > 0 && g.Length > objective:

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"encoding/json"
@@ -11,36 +11,10 @@ import (
 	"github.com/itlproxy/itlproxy/proxy/recorder"
 )
 
-// newRecorder returns the stream recorder the configuration asks for,
-// nil when it keeps nothing.
-func newRecorder(cfg config) *recorder.Recorder {
-	if cfg.RecorderStreams == 0 && cfg.RecorderSlowest == 0 {
-		return nil
-	}
-	return recorder.New(recorder.Options{
-		Last:    cfg.RecorderStreams,
-		Slowest: cfg.RecorderSlowest,
-		Window:  cfg.RecorderWindow,
-		MaxGaps: cfg.RecorderMaxGaps,
-	})
-}
-
-// streamRoutes serves the recorder's streams on the admin listener: the
-// live page at /, and the streams as JSON at /debug/streams. Never on the
-// proxy port: they name requests, sessions and tenants.
-func (s *server) streamRoutes(r chi.Router) {
-	if s.recorder == nil {
-		return
-	}
-	r.Get("/debug/streams", s.listStreams)
-	r.Get("/debug/streams/{id}", s.getStream)
-	r.Get("/", s.livePage)
-}
-
 // listStreams answers GET /debug/streams: the recorded streams, the last
 // to end first, filtered by model, outcome, min_gap (a duration: the
 // longest gap at least that long) and limit.
-func (s *server) listStreams(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listStreams(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := recorder.Filter{Model: q.Get("model"), Outcome: q.Get("outcome"), Limit: 100}
 	if v := q.Get("min_gap"); v != "" {
@@ -59,7 +33,7 @@ func (s *server) listStreams(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
-	streams := s.recorder.Streams(f)
+	streams := s.o.Recorder.Streams(f)
 	if streams == nil {
 		streams = []*recorder.Entry{}
 	}
@@ -70,8 +44,8 @@ func (s *server) listStreams(w http.ResponseWriter, r *http.Request) {
 
 // getStream answers GET /debug/streams/{id}: one stream, with its whole
 // recorded timeline.
-func (s *server) getStream(w http.ResponseWriter, r *http.Request) {
-	e := s.recorder.Get(chi.URLParam(r, "id"))
+func (s *Server) getStream(w http.ResponseWriter, r *http.Request) {
+	e := s.o.Recorder.Get(chi.URLParam(r, "id"))
 	if e == nil {
 		http.Error(w, "no recorded stream has this request id (the recorder keeps the last and the slowest streams only)", http.StatusNotFound)
 		return

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"errors"
@@ -15,11 +15,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// webConfig is what the admin listener's web configuration file
+// WebConfig is what the admin listener's web configuration file
 // (ITLPROXY_WEB_CONFIG_FILE) said when itlproxy started. exporter-toolkit
 // re-reads the file itself while serving; this is only for the start-up
 // warnings and log line, and the scheme the demo prints.
-type webConfig struct {
+type WebConfig struct {
 	file string
 	// tls: the file sets tls_server_config, so the admin listener speaks
 	// HTTPS. Decided once, at start, as exporter-toolkit does.
@@ -30,13 +30,13 @@ type webConfig struct {
 	clientAuth string
 }
 
-// loadWebConfig checks the web configuration file as exporter-toolkit
+// LoadWebConfig checks the web configuration file as exporter-toolkit
 // reads it (strictly: an unknown key is an error), with the certificate
 // files and bcrypt hashes it names, and returns what it says, or the
 // problem, naming the variable.
-func loadWebConfig(file string) (webConfig, string) {
+func LoadWebConfig(file string) (WebConfig, string) {
 	if file == "" {
-		return webConfig{}, ""
+		return WebConfig{}, ""
 	}
 	problem := func(err error) string {
 		msg := oneLine(err.Error())
@@ -46,7 +46,7 @@ func loadWebConfig(file string) (webConfig, string) {
 		return fmt.Sprintf("ITLPROXY_WEB_CONFIG_FILE=%q: %s", file, msg)
 	}
 	if err := web.Validate(file); err != nil {
-		return webConfig{}, problem(err)
+		return WebConfig{}, problem(err)
 	}
 	var c web.Config
 	data, err := os.ReadFile(file)
@@ -54,9 +54,9 @@ func loadWebConfig(file string) (webConfig, string) {
 		err = yaml.Unmarshal(data, &c)
 	}
 	if err != nil {
-		return webConfig{}, problem(err)
+		return WebConfig{}, problem(err)
 	}
-	return webConfig{file: file, tls: c.TLSConfig.IsEnabled(), users: len(c.Users), clientAuth: c.TLSConfig.ClientAuth}, ""
+	return WebConfig{file: file, tls: c.TLSConfig.IsEnabled(), users: len(c.Users), clientAuth: c.TLSConfig.ClientAuth}, ""
 }
 
 // oneLine puts a multi-line error (a YAML decoder's list of unknown
@@ -75,9 +75,9 @@ func oneLine(msg string) string {
 	return first + " " + strings.Join(more, "; ")
 }
 
-// warnings are the start-up warnings of a web configuration that leaves
+// Warnings are the start-up warnings of a web configuration that leaves
 // the admin listener weaker than its operator may think.
-func (w webConfig) warnings() []string {
+func (w WebConfig) Warnings() []string {
 	if w.file == "" {
 		return nil
 	}
@@ -98,35 +98,28 @@ func (w webConfig) warnings() []string {
 	return out
 }
 
-// adminScheme is the admin listener's URL scheme.
-func (c config) adminScheme() string {
-	if c.web.tls {
+// Scheme is the admin listener's URL scheme.
+func (w WebConfig) Scheme() string {
+	if w.tls {
 		return "https"
 	}
 	return "http"
 }
 
-// serveAdmin serves the admin listener: plain HTTP without a web
+// serve serves the admin listener: plain HTTP without a web
 // configuration file. With one, exporter-toolkit's web.Serve serves it,
 // exactly as Prometheus serves its own port: TLS from the file, re-read at
 // every handshake (certificate, key, client CA), and basic auth, re-read
 // at every request (users and their bcrypt hashes). The probes alone are
 // answered before the toolkit's authentication (see openProbes).
-func (s *server) serveAdmin(srv *http.Server, ln net.Listener) error {
-	if s.cfg.WebConfigFile == "" {
+func (s *Server) serve(srv *http.Server, ln net.Listener) error {
+	if s.o.Web.file == "" {
 		return srv.Serve(ln)
 	}
-	file := s.cfg.WebConfigFile
-	logger := slog.New(zapslog.NewHandler(s.log.Core(), zapslog.WithName("admin")))
+	file := s.o.Web.file
+	logger := slog.New(zapslog.NewHandler(s.o.Log.Core(), zapslog.WithName("admin")))
 	return web.Serve(&openProbes{Listener: ln, srv: srv, given: srv.Handler, probes: s.probes()}, srv,
 		&web.FlagConfig{WebConfigFile: &file}, logger)
-}
-
-// probes are the paths the kubelet's probes get, answered without
-// credentials: they say whether the process lives and takes traffic, and
-// nothing about the streams.
-func (s *server) probes() map[string]http.HandlerFunc {
-	return map[string]http.HandlerFunc{"/healthz": s.healthz, "/readyz": s.readyz}
 }
 
 // openProbes is the admin listener as web.Serve receives it. The toolkit

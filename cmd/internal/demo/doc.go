@@ -1,0 +1,6 @@
+// Package demo is what `itlproxy demo` adds to the proxy it runs in front
+// of a simulated upstream (package llmsim): the simulated models and the
+// objectives that judge them, simulated clients (mostly streams, some
+// non-streamed requests, a few abandoned half-way), and the table of the
+// proxy's own /metrics printed every few seconds.
+package demo

@@ -1,0 +1,7 @@
+//go:build !race
+
+package testenv
+
+// RaceSlowdown is how much slower code runs under the race detector, for
+// the tests that hold it to a time budget: 1 without it.
+const RaceSlowdown = 1
