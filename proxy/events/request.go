@@ -14,16 +14,28 @@ type Request struct {
 	// requests do (SGLang's, served on the same path, have "text" or
 	// "input_ids").
 	Inputs bool
+	// Turn is the request's place in its conversation, read from the
+	// history it carries: the model's turns before the new one, plus one
+	// (1 for a conversation's first request). 0 when the body carries no
+	// history: no "messages" or "input" (completions, the generate APIs),
+	// or a Responses API request that continues a conversation the server
+	// keeps (previous_response_id, conversation), whose earlier turns it
+	// does not carry.
+	Turn int
 }
 
 // InspectRequest reads the top-level "model", "stream", "user" and
-// "inputs" of a request body. ok is false when the body is not one well-formed JSON
+// "inputs" of a request body, and its turn from "messages" or "input"
+// (Request.Turn), in one pass and without allocating but for the strings
+// it returns. ok is false when the body is not one well-formed JSON
 // object.
 func InspectRequest(body []byte) (info Request, ok bool) {
 	s := jsonScan{b: body}
 	if !s.open('{') {
 		return info, false
 	}
+	var history conversation
+	continued := false
 	for n := 0; s.more('}', &n); {
 		switch string(s.key()) {
 		case "model":
@@ -36,11 +48,106 @@ func InspectRequest(body []byte) (info Request, ok bool) {
 		case "inputs":
 			info.Inputs = true
 			s.skip()
+		case "messages":
+			history.read(&s, false)
+		case "input":
+			history.read(&s, true)
+		case "previous_response_id", "conversation":
+			continued = s.present()
 		default:
 			s.skip()
 		}
 	}
+	if history.found && !continued {
+		info.Turn = history.modelTurns + 1
+	}
 	return info, s.end()
+}
+
+// conversation is what a request's history says of its turns: the
+// chat APIs' "messages" (chat completions, Anthropic Messages, Ollama's
+// /api/chat) and the Responses API's "input" alike.
+type conversation struct {
+	found bool // a history was read: an array, or the Responses API's input as one string
+	// messages: the history was "messages", which the chat APIs name so;
+	// an "input" beside it (no API sends both) is not read.
+	messages bool
+	// modelTurns counts the runs of consecutive items the model wrote
+	// that a later item follows: each is one model call, answered (a run
+	// at the end is a reply the client asks the model to continue, not a
+	// turn of its own).
+	modelTurns int
+}
+
+// read reads one "messages" value, or with input one "input" value. An
+// input string (the Responses API's input as one user message) is a
+// history with no model turn; any other value but an array is none.
+func (c *conversation) read(s *jsonScan, input bool) {
+	switch {
+	case input && c.messages:
+		s.skip()
+		return
+	case input && s.peek() == '"':
+		s.skip()
+		*c = conversation{found: true}
+		return
+	case s.peek() != '[':
+		s.skip()
+		*c = conversation{messages: !input}
+		return
+	}
+	*c = conversation{found: true, messages: !input}
+	s.open('[')
+	inRun := false
+	for n := 0; s.more(']', &n); {
+		model := byModel(s)
+		if model && !inRun {
+			c.modelTurns++
+		}
+		inRun = model
+	}
+	if inRun {
+		c.modelTurns-- // the last run is followed by nothing
+	}
+}
+
+// byModel reads one item of a history and reports whether the model wrote
+// it: a message whose role is assistant (every chat API), or a Responses
+// API item of the model's own (its reasoning, its tool calls: a type that
+// ends in _call, as function_call and web_search_call do; their outputs,
+// function_call_output and the like, are the client's).
+func byModel(s *jsonScan) bool {
+	if s.peek() != '{' {
+		s.skip()
+		return false
+	}
+	s.open('{')
+	model := false
+	for n := 0; s.more('}', &n); {
+		switch string(s.key()) {
+		case "role":
+			model = model || string(stringBytes(s)) == "assistant"
+		case "type":
+			typ := stringBytes(s)
+			model = model || string(typ) == "reasoning" || bytes.HasSuffix(typ, callSuffix)
+		default:
+			s.skip()
+		}
+	}
+	return model
+}
+
+var callSuffix = []byte("_call")
+
+// stringBytes reads a string value's contents, for a comparison: the raw
+// bytes (no allocation), decoded where they hold an escape; any other
+// value is skipped and reads as empty.
+func stringBytes(s *jsonScan) []byte {
+	raw := s.stringOrSkip()
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return []byte(decodeString(raw))
+	}
+	return raw
 }
 
 // stringValue reads a string value, or skips any other and returns "".

@@ -2,6 +2,7 @@ package events
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -13,7 +14,7 @@ func TestInspectRequest(t *testing.T) {
 		ok   bool
 	}{
 		{"chat", `{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"hi"}],"stream":true,"user":"u-42"}`,
-			Request{Model: "meta-llama/Llama-3.1-8B-Instruct", Stream: true, User: "u-42"}, true},
+			Request{Model: "meta-llama/Llama-3.1-8B-Instruct", Stream: true, User: "u-42", Turn: 1}, true},
 		{"user not a string", `{"model":"m","user":{"id":1}}`, Request{Model: "m"}, true},
 		{"not streaming", `{"stream":false,"model":"m"}`, Request{Model: "m", NoStream: true}, true},
 		{"TGI's shape", `{"inputs":"hi","parameters":{}}`, Request{Inputs: true}, true},
@@ -21,7 +22,26 @@ func TestInspectRequest(t *testing.T) {
 		{"escaped model", `{"model":"a\u002fb"}`, Request{Model: "a/b"}, true},
 		{"model not a string", `{"model":42,"stream":true}`, Request{Stream: true}, true},
 		{"stream not a bool", `{"model":"m","stream":"true"}`, Request{Model: "m"}, true},
-		{"model inside messages ignored", `{"messages":[{"model":"x"}],"model":"y"}`, Request{Model: "y"}, true},
+		{"model inside messages ignored", `{"messages":[{"model":"x"}],"model":"y"}`, Request{Model: "y", Turn: 1}, true},
+		{"chat, third turn", `{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"a"},{"role":"assistant","content":"b"},` +
+			`{"role":"user","content":"c"},{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function"}]},{"role":"tool","content":"d"}]}`,
+			Request{Turn: 3}, true},
+		{"a reply to continue is not a turn", `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"c"},{"role":"assistant","content":"The answer is"}]}`,
+			Request{Turn: 2}, true},
+		{"escaped role", `{"messages":[{"role":"user"},{"role":"assist\u0061nt"},{"role":"user"}]}`, Request{Turn: 2}, true},
+		{"Anthropic, content blocks", `{"model":"claude","messages":[{"role":"user","content":[{"type":"text","text":"a"}]},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"role":"assistant"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t"}]}]}`,
+			Request{Model: "claude", Turn: 2}, true},
+		{"Responses, one string", `{"model":"m","input":"hi"}`, Request{Model: "m", Turn: 1}, true},
+		{"Responses, items", `{"input":[{"role":"user","content":"a"},{"type":"reasoning","summary":[]},{"type":"function_call","call_id":"1"},` +
+			`{"type":"function_call","call_id":"2"},{"type":"function_call_output","call_id":"1"},{"type":"function_call_output","call_id":"2"},` +
+			`{"type":"message","role":"assistant","content":[]},{"role":"user","content":"b"}]}`, Request{Turn: 3}, true},
+		{"Responses, continued by id", `{"previous_response_id":"resp_1","input":[{"role":"user","content":"b"}]}`, Request{}, true},
+		{"Responses, continued by id first", `{"input":"b","previous_response_id":"resp_1"}`, Request{}, true},
+		{"Responses, a conversation the server keeps", `{"conversation":"conv_1","input":"b"}`, Request{}, true},
+		{"Responses, previous id null", `{"previous_response_id":null,"input":"b"}`, Request{Turn: 1}, true},
+		{"no history: completions", `{"model":"m","prompt":"hi"}`, Request{Model: "m"}, true},
+		{"messages not an array", `{"messages":"hi"}`, Request{}, true},
 		{"not JSON", `model=m`, Request{}, false},
 		{"empty", ``, Request{}, false},
 	}
@@ -36,7 +56,8 @@ func TestInspectRequest(t *testing.T) {
 }
 
 // FuzzInspectRequest holds the request inspector to encoding/json: on any
-// JSON object without repeated keys, the same model, stream flag and user.
+// JSON object without repeated keys, the same model, stream flag, user and
+// turn.
 func FuzzInspectRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"model":"meta-llama/Llama-3.1-8B-Instruct","messages":[{"role":"user","content":"hi"}],"stream":true,"user":"u1"}`,
@@ -45,6 +66,9 @@ func FuzzInspectRequest(f *testing.F) {
 		`{"messages":[{"model":"inner"}],"model":"outer"}`,
 		`{"inputs":"hi","parameters":{"max_new_tokens":8}}`,
 		`{"model":"llama3","messages":[],"stream":false}`,
+		`{"messages":[{"role":"user"},{"role":"assistant"},{"role":"assistant"},{"role":"tool"},{"role":"assistant"}]}`,
+		`{"input":[{"role":"user"},{"type":"function_call"},{"type":"function_call_output"},{"type":"message","role":"assistant"},{"role":"user"}],"previous_response_id":null}`,
+		`{"input":"hi","conversation":{"id":"c"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -60,8 +84,44 @@ func FuzzInspectRequest(f *testing.F) {
 		want.Stream = top["stream"] == true
 		want.NoStream = top["stream"] == false
 		_, want.Inputs = top["inputs"]
+		want.Turn = turnOf(top)
 		if !ok || got != want {
 			t.Fatalf("InspectRequest(%q) = %+v, %v; encoding/json reads %+v", body, got, ok, want)
 		}
 	})
+}
+
+// turnOf is Request.Turn as encoding/json reads the body: the runs of
+// items the model wrote that a later item follows, plus one.
+func turnOf(top map[string]any) int {
+	history, ok := top["input"]
+	_, isString := history.(string)
+	if m, has := top["messages"]; has {
+		history, ok, isString = m, true, false
+	}
+	if top["previous_response_id"] != nil || top["conversation"] != nil || !ok {
+		return 0
+	}
+	if isString {
+		return 1
+	}
+	items, isArray := history.([]any)
+	if !isArray {
+		return 0
+	}
+	turns, inRun := 0, false
+	for _, it := range items {
+		o, _ := it.(map[string]any)
+		role, _ := o["role"].(string)
+		typ, _ := o["type"].(string)
+		model := role == "assistant" || typ == "reasoning" || strings.HasSuffix(typ, "_call")
+		if model && !inRun {
+			turns++
+		}
+		inRun = model
+	}
+	if inRun {
+		turns--
+	}
+	return turns + 1
 }
