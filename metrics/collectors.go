@@ -230,6 +230,9 @@ func (m *Metrics) sessionCollectors(r *registrar) {
 			"the session's first 3 streams), observed when each later stream with at least 5 gaps ends. "+
 			"Above 1: the session got slower.",
 		ratioBuckets, "model")
+	m.sessionUnjudged = r.counter("session_streams_unjudged_total",
+		"Session streams not compared with their session's baseline because this proxy did not serve every baseline turn before them.",
+		"model")
 	m.sessionsDegraded = r.counter("sessions_degraded_total",
 		"Sessions counted once, when a stream's median gap first exceeds the degradation factor "+
 			"(ITLPROXY_SESSION_DEGRADE_FACTOR) times the session's baseline.",

@@ -124,6 +124,7 @@ type Metrics struct {
 	ttftByTurn       *prometheus.HistogramVec
 	medianGapByTurn  *prometheus.HistogramVec
 	sessionRatio     *prometheus.HistogramVec
+	sessionUnjudged  *prometheus.CounterVec
 	sessionsDegraded *prometheus.CounterVec
 
 	// Several tokens per event.

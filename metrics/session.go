@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// baselineTurns is how many of a session's first streams make its
+// baselineTurns is how many of a session's first turns make its
 // baseline: later streams are compared with the median of their medians.
 const baselineTurns = 3
 
@@ -14,7 +14,7 @@ const baselineTurns = 3
 const maxSessionIDBytes = 128
 
 // sessionTracker remembers, for each live session, how many streams it has
-// started and the median gaps of its first streams. It is bounded twice:
+// started and the median gaps of its first turns. It is bounded twice:
 // at most max sessions (the least recently seen is dropped first), and a
 // session idle for ttl starts afresh. A flood of distinct session ids costs
 // at most max entries of about 200 bytes.
@@ -31,10 +31,13 @@ type sessionTracker struct {
 type session struct {
 	id       string
 	lastSeen time.Time
-	turns    int                          // streams started
-	baseline [baselineTurns]time.Duration // medians of the first streams to end
-	nBase    int
-	degraded bool // already counted as degraded
+	turns    int // the highest turn started
+	// baseline holds the median gaps of turns 1 to baselineTurns, each
+	// where served says this proxy served that turn to its end, and has
+	// that it had enough gaps for a median.
+	baseline    [baselineTurns]time.Duration
+	served, has [baselineTurns]bool
+	degraded    bool // already counted as degraded
 }
 
 func newSessionTracker(max int, ttl time.Duration) *sessionTracker {
@@ -68,38 +71,72 @@ func (t *sessionTracker) get(id string, now time.Time) *session {
 	return s
 }
 
-// begin counts a new stream of the session and returns its turn: 1 for
-// the session's first stream.
-func (t *sessionTracker) begin(id string, now time.Time) int {
+// begin counts a new stream of the session and returns its turn: turn
+// when its request numbers it (turn > 0), else the next after the highest
+// the tracker has seen, 1 for the session's first stream.
+func (t *sessionTracker) begin(id string, turn int, now time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.get(id, now)
-	s.turns++
-	return s.turns
+	if turn <= 0 {
+		turn = s.turns + 1
+	}
+	s.turns = max(s.turns, turn)
+	return turn
 }
 
-// end records a stream's median gap and compares it with the session's
-// baseline: the median of the medians of its first streams to end. It
-// returns the ratio (ok is false for the session's first stream, which has
-// nothing to compare with) and whether this stream is the first to pass
-// factor.
-func (t *sessionTracker) end(id string, median time.Duration, factor float64, now time.Time) (ratio float64, ok, newlyDegraded bool) {
+// verdict is how a session's stream compares with the session's baseline.
+type verdict struct {
+	// ratio is the stream's median gap over the baseline, when judged.
+	ratio  float64
+	judged bool
+	// unjudged: the stream could have been judged, but this proxy did not
+	// serve every turn of the baseline before it (another one did, or the
+	// tracker forgot the session): it has no baseline it can trust.
+	unjudged bool
+	// degraded: the stream is the session's first over the factor.
+	degraded bool
+}
+
+// end records that a stream of turn turn ended, with its median gap when
+// hasMedian, and compares that with the session's baseline: the median of
+// the medians of turns 1 to baselineTurns, those before the stream's own.
+// The session's first turn has nothing to compare with; a later stream is
+// judged only when this proxy served every baseline turn before it (their
+// medians are its baseline), and is unjudged otherwise.
+func (t *sessionTracker) end(id string, turn int, median time.Duration, hasMedian bool, factor float64, now time.Time) (v verdict) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.get(id, now)
-	if s.nBase > 0 {
-		if base := medianOf(s.baseline[:s.nBase]); base > 0 {
-			ratio, ok = float64(median)/float64(base), true
-			if ratio > factor && !s.degraded {
-				s.degraded, newlyDegraded = true, true
+	before := min(turn-1, baselineTurns)
+	if hasMedian && before > 0 {
+		var medians [baselineTurns]time.Duration
+		n, served := 0, true
+		for k := range before {
+			served = served && s.served[k]
+			if s.has[k] {
+				medians[n] = s.baseline[k]
+				n++
+			}
+		}
+		switch base := medianOf(medians[:n]); {
+		case !served:
+			v.unjudged = true
+		case n > 0 && base > 0:
+			v.ratio, v.judged = float64(median)/float64(base), true
+			if v.ratio > factor && !s.degraded {
+				s.degraded, v.degraded = true, true
 			}
 		}
 	}
-	if s.nBase < baselineTurns {
-		s.baseline[s.nBase] = median
-		s.nBase++
+	if turn >= 1 && turn <= baselineTurns {
+		k := turn - 1
+		s.served[k], s.has[k] = true, hasMedian
+		if hasMedian {
+			s.baseline[k] = median
+		}
 	}
-	return ratio, ok, newlyDegraded
+	return v
 }
 
 // size returns the number of sessions tracked and those evicted so far.
@@ -109,10 +146,14 @@ func (t *sessionTracker) size() (live int, evicted uint64) {
 	return t.lru.Len(), t.evicted
 }
 
-// medianOf returns the median of up to baselineTurns durations.
+// medianOf returns the median of up to baselineTurns durations, 0 of
+// none.
 func medianOf(ds []time.Duration) time.Duration {
 	var sorted [baselineTurns]time.Duration
 	n := copy(sorted[:], ds)
+	if n == 0 {
+		return 0
+	}
 	for i := 1; i < n; i++ {
 		for j := i; j > 0 && sorted[j] < sorted[j-1]; j-- {
 			sorted[j], sorted[j-1] = sorted[j-1], sorted[j]

@@ -29,17 +29,61 @@ func TestSessionBaselineAndDegradation(t *testing.T) {
 		{median: 20 * ms, ratio: 1, ok: true},                         // the baseline stays the first three
 	}
 	for i, st := range steps {
-		if turn := tr.begin("s1", now); turn != i+1 {
+		turn := tr.begin("s1", 0, now)
+		if turn != i+1 {
 			t.Fatalf("turn %d, want %d", turn, i+1)
 		}
-		ratio, ok, degraded := tr.end("s1", st.median, 2, now)
-		if ok != st.ok || degraded != st.degraded || ok && (ratio < st.ratio-1e-9 || ratio > st.ratio+1e-9) {
-			t.Errorf("turn %d: ratio %v ok %v degraded %v, want %v %v %v", i+1, ratio, ok, degraded, st.ratio, st.ok, st.degraded)
+		v := tr.end("s1", turn, st.median, true, 2, now)
+		if v.judged != st.ok || v.unjudged || v.degraded != st.degraded || v.judged && (v.ratio < st.ratio-1e-9 || v.ratio > st.ratio+1e-9) {
+			t.Errorf("turn %d: %+v, want ratio %v judged %v degraded %v", i+1, v, st.ratio, st.ok, st.degraded)
 		}
 	}
 	// Idle past the TTL: a new session under the same id.
-	if turn := tr.begin("s1", now.Add(2*time.Hour)); turn != 1 {
+	if turn := tr.begin("s1", 0, now.Add(2*time.Hour)); turn != 1 {
 		t.Errorf("after the TTL, turn %d, want 1", turn)
+	}
+}
+
+// TestSessionBaselineFromRequestTurns: with turns numbered by the
+// requests, a proxy judges a session's stream only when it served every
+// baseline turn before it (1 to 3), and says so when it did not; a
+// baseline turn too short for a median is served, and leaves the
+// baseline to the others.
+func TestSessionBaselineFromRequestTurns(t *testing.T) {
+	now := time.Unix(0, 0)
+	for _, tc := range []struct {
+		name   string
+		served []int // the turns this proxy serves, in order
+		short  int   // a served turn without a median (too few gaps), 0: none
+		// judged and unjudged: the turns compared with the baseline, and
+		// those that could have been and were not.
+		judged, unjudged []int
+	}{
+		{name: "every turn", served: []int{1, 2, 3, 4, 5}, judged: []int{2, 3, 4, 5}},
+		{name: "every third turn", served: []int{3, 6, 9, 12}, unjudged: []int{3, 6, 9, 12}},
+		{name: "from turn 2", served: []int{2, 4, 5}, unjudged: []int{2, 4, 5}},
+		{name: "turn 3 elsewhere", served: []int{1, 2, 4, 5}, judged: []int{2}, unjudged: []int{4, 5}},
+		{name: "a short baseline turn", served: []int{1, 2, 3, 4}, short: 2, judged: []int{3, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newSessionTracker(10, time.Hour)
+			var judged, unjudged []int
+			for _, turn := range tc.served {
+				if got := tr.begin("s", turn, now); got != turn {
+					t.Fatalf("begin numbers turn %d as %d", turn, got)
+				}
+				v := tr.end("s", turn, 20*ms, turn != tc.short, 2, now)
+				if v.judged {
+					judged = append(judged, turn)
+				}
+				if v.unjudged {
+					unjudged = append(unjudged, turn)
+				}
+			}
+			if fmt.Sprint(judged) != fmt.Sprint(tc.judged) || fmt.Sprint(unjudged) != fmt.Sprint(tc.unjudged) {
+				t.Errorf("judged %v, unjudged %v; want %v, %v", judged, unjudged, tc.judged, tc.unjudged)
+			}
+		})
 	}
 }
 
@@ -58,8 +102,8 @@ func TestSessionTrackerFlood(t *testing.T) {
 	fill := func(from, n int) {
 		for i := from; i < from+n; i++ {
 			id := fmt.Sprintf("session-%09d-%s", i, strings.Repeat("x", 40))
-			tr.begin(id, now)
-			tr.end(id, 10*ms, 2, now)
+			turn := tr.begin(id, 0, now)
+			tr.end(id, turn, 10*ms, true, 2, now)
 		}
 	}
 	fill(0, bound)
@@ -79,7 +123,7 @@ func TestSessionTrackerFlood(t *testing.T) {
 
 	// Over-long ids are cut, so one session costs a bounded key.
 	long := strings.Repeat("y", 10_000)
-	tr.begin(long, now)
+	tr.begin(long, 0, now)
 	if _, ok := tr.byID[long[:maxSessionIDBytes]]; !ok {
 		t.Error("a long id is not kept under its first 128 bytes")
 	}
@@ -189,4 +233,45 @@ func TestExemplarLabels(t *testing.T) {
 	s := m.StartStream(m.RequestLabels("m", "completions", "", ""), long)
 	s.FirstToken(ms)
 	s.Gap(ms, 0)
+}
+
+// TestTurnFromRequest: a stream whose request numbers its turn is in that
+// turn's band whether or not it carries a session id; a session's streams
+// are compared with its baseline only when the baseline turns were
+// served here, and counted unjudged otherwise.
+func TestTurnFromRequest(t *testing.T) {
+	m, reg := newTestMetrics(t, Options{MaxModels: 4, SessionMax: 10, SessionTTL: time.Hour, DegradeFactor: 2})
+	l := m.RequestLabels("m", "chat_completions", "", "")
+	stream := func(session string, turn int) {
+		s := m.StartTurn(l, IDs{Session: session}, turn)
+		s.FirstToken(100 * ms)
+		for range 6 {
+			s.Gap(10*ms, 0)
+		}
+		s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
+	}
+	stream("", 17)         // no session: 17+, never compared
+	stream("", 1)          // 1
+	stream("elsewhere", 5) // a session whose first turns another proxy served
+	stream("elsewhere", 6) // still unjudged
+	stream("here", 1)      // the baseline
+	stream("here", 2)      // compared with turn 1
+	stream("tracked", 0)   // no turn in the request: the tracker's 1
+	stream("tracked", 0)   // and 2, compared
+
+	fs := gather(t, reg)
+	for band, want := range map[string]uint64{"1": 3, "2-4": 2, "5-16": 2, "17+": 1} {
+		if n, _ := fs.Histogram("itlproxy_time_to_first_token_by_turn_seconds", "turn", band); n != want {
+			t.Errorf("TTFT by turn %s: %d, want %d", band, n, want)
+		}
+		if n, _ := fs.Histogram("itlproxy_stream_median_gap_by_turn_seconds", "turn", band); n != want {
+			t.Errorf("median gap by turn %s: %d, want %d", band, n, want)
+		}
+	}
+	if n, _ := fs.Histogram("itlproxy_session_gap_ratio", "model", "m"); n != 2 {
+		t.Errorf("%d session ratios, want 2 (here's turn 2, tracked's second)", n)
+	}
+	if v := fs.Value("itlproxy_session_streams_unjudged_total", "model", "m"); v != 2 {
+		t.Errorf("%v streams unjudged, want 2", v)
+	}
 }

@@ -26,8 +26,8 @@ var (
 	// of the token that ends it. Decode slows as the KV cache grows, so ITL
 	// by band shows a stream degrading as it gets longer.
 	positionBands = []band{{32, "1-32"}, {128, "33-128"}, {512, "129-512"}, {2048, "513-2048"}, {math.MaxInt, "2049+"}}
-	// turnBands: the stream's index among its session's streams, so that
-	// "long conversations get slower" shows.
+	// turnBands: the stream's place in its conversation (its turn), so
+	// that "long conversations get slower" shows.
 	turnBands = []band{{1, "1"}, {4, "2-4"}, {16, "5-16"}, {math.MaxInt, "17+"}}
 )
 
@@ -58,7 +58,7 @@ type Stream struct {
 	labels Labels
 	obj    Objectives
 	ids    IDs
-	turn   int // the stream's turn in its session, 0 without a session
+	turn   int // the stream's turn in its conversation, 0 when unknown
 	ttft   prometheus.Observer
 	itl    prometheus.Observer
 	active prometheus.Gauge
@@ -86,8 +86,15 @@ type Stream struct {
 	sketch   gapSketch
 }
 
-// StartStream counts a stream in flight until End.
-func (m *Metrics) StartStream(l Labels, ids IDs) *Stream {
+// StartStream counts a stream in flight until End; its turn is the
+// session tracker's count, for a stream with a session id.
+func (m *Metrics) StartStream(l Labels, ids IDs) *Stream { return m.StartTurn(l, ids, 0) }
+
+// StartTurn counts a stream in flight until End. turn is its place in its
+// conversation as its request numbers it (1 for the first), 0 when the
+// request does not say: then, for a stream with a session id, the session
+// tracker's count of the session's streams through this proxy.
+func (m *Metrics) StartTurn(l Labels, ids IDs, turn int) *Stream {
 	s := &Stream{
 		m:        m,
 		labels:   l,
@@ -107,8 +114,9 @@ func (m *Metrics) StartStream(l Labels, ids IDs) *Stream {
 	if m.stallThreshold > 0 {
 		s.stalls = m.stalls.WithLabelValues(l.Model, l.Endpoint)
 	}
+	s.turn = max(turn, 0)
 	if ids.Session != "" {
-		s.turn = m.sessions.begin(ids.Session, time.Now())
+		s.turn = m.sessions.begin(ids.Session, turn, time.Now())
 	}
 	s.active.Inc()
 	return s
@@ -273,16 +281,34 @@ func (s *Stream) End(e StreamEnd) {
 			m.gapSpread.WithLabelValues(l.Model, l.Endpoint).Observe(float64(s.sketch.quantile(0.99)) / float64(p50))
 		}
 	}
-	if s.turn > 0 && s.gaps >= minGapsForMedian {
-		median := s.sketch.quantile(0.5)
-		m.medianGapByTurn.WithLabelValues(l.Model, turnBands[bandOf(turnBands, s.turn)].label).Observe(median.Seconds())
-		ratio, ok, degraded := m.sessions.end(s.ids.Session, median, m.degradeFactor, time.Now())
-		if ok {
-			m.sessionRatio.WithLabelValues(l.Model).Observe(ratio)
-		}
-		if degraded {
-			m.sessionsDegraded.WithLabelValues(l.Model).Inc()
-		}
+	s.endTurn()
+}
+
+// endTurn observes the median gap of a stream whose turn is known, and
+// compares a session's stream with its session's baseline.
+func (s *Stream) endTurn() {
+	if s.turn == 0 {
+		return
+	}
+	m, model := s.m, s.labels.Model
+	var median time.Duration
+	hasMedian := s.gaps >= minGapsForMedian
+	if hasMedian {
+		median = s.sketch.quantile(0.5)
+		m.medianGapByTurn.WithLabelValues(model, turnBands[bandOf(turnBands, s.turn)].label).Observe(median.Seconds())
+	}
+	if s.ids.Session == "" {
+		return
+	}
+	v := m.sessions.end(s.ids.Session, s.turn, median, hasMedian, m.degradeFactor, time.Now())
+	switch {
+	case v.judged:
+		m.sessionRatio.WithLabelValues(model).Observe(v.ratio)
+	case v.unjudged:
+		m.sessionUnjudged.WithLabelValues(model).Inc()
+	}
+	if v.degraded {
+		m.sessionsDegraded.WithLabelValues(model).Inc()
 	}
 }
 

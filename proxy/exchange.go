@@ -29,6 +29,9 @@ type request struct {
 	model, user string
 	// wantStream: the request asked for a stream.
 	wantStream bool
+	// turn is the request's place in its conversation, read from the
+	// history it carries (events.Request.Turn); 0 when it carries none.
+	turn int
 	// usageInjected: the proxy asked for usage on the client's behalf, and
 	// takes it out of the stream (events.UsageStripper).
 	usageInjected bool
@@ -91,7 +94,7 @@ func (p *Proxy) newExchange(r *http.Request, req request) *exchange {
 			ids.Trace = sc.TraceID().String()
 		}
 	}
-	ex.sink = newSink(p.metrics, req.labels, ids, req.t0, p.cfg.Recorder, ex.span)
+	ex.sink = newSink(p.metrics, req.labels, ids, req.t0, req.turn, p.cfg.Recorder, ex.span)
 	if req.wantStream {
 		ex.sink.startStream()
 	}

@@ -132,7 +132,7 @@ func (c *realtimeConn) Start(s realtime.Start) realtime.ResponseObserver {
 				attribute.String("gen_ai.response.id", attrText(s.ResponseID, maxModelAttr)),
 				attribute.Bool("itlproxy.realtime.server_initiated", s.ByServer)))
 	}
-	r.sink = newSink(ex.metrics, ex.req.labels, ids, s.At, c.p.cfg.Recorder, r.span)
+	r.sink = newSink(ex.metrics, ex.req.labels, ids, s.At, 0, c.p.cfg.Recorder, r.span)
 	r.sink.readEvents()
 	return r
 }

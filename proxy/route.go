@@ -47,7 +47,7 @@ func (p *Proxy) measured(route string, api routeAPI) http.HandlerFunc {
 			info.Model = p.cfg.DefaultModel
 		}
 		req := request{t0: t0, labels: p.labels(r, info.Model, endpoint), endpoint: endpoint, route: route,
-			model: info.Model, user: info.User, wantStream: info.Stream}
+			model: info.Model, user: info.User, wantStream: info.Stream, turn: info.Turn}
 		if p.cfg.InjectUsage && info.Stream && (endpoint == events.ChatCompletions || endpoint == events.Completions) {
 			if patched := events.WithUsageRequested(body); patched != nil {
 				body, req.usageInjected = patched, true

@@ -25,6 +25,9 @@ type sink struct {
 	// start is where the response's clock starts: the request's t0, or a
 	// Realtime response's start.
 	start time.Time
+	// turn is the response's place in its conversation as its request
+	// numbers it, 0 when unknown (metrics.Metrics.StartTurn).
+	turn int
 	// stream is the response's stream, nil unless it counts as one.
 	stream *metrics.Stream
 	// ttft is the stream's time to first token, -1 before it.
@@ -41,9 +44,10 @@ type sink struct {
 }
 
 // newSink returns the sink of a response labelled l, known by ids, whose
-// clock started at start; span is nil unless it is traced.
-func newSink(m *metrics.Metrics, l metrics.Labels, ids metrics.IDs, start time.Time, rec *recorder.Recorder, span trace.Span) sink {
-	s := sink{metrics: m, labels: l, ids: ids, start: start, ttft: -1, recorder: rec, span: span}
+// clock started at start, of turn turn (0: unknown); span is nil unless it
+// is traced.
+func newSink(m *metrics.Metrics, l metrics.Labels, ids metrics.IDs, start time.Time, turn int, rec *recorder.Recorder, span trace.Span) sink {
+	s := sink{metrics: m, labels: l, ids: ids, start: start, turn: turn, ttft: -1, recorder: rec, span: span}
 	if span != nil {
 		s.notable = &notableGaps{}
 	}
@@ -53,7 +57,7 @@ func newSink(m *metrics.Metrics, l metrics.Labels, ids metrics.IDs, start time.T
 // startStream counts the response as a stream from now on.
 func (s *sink) startStream() {
 	if s.stream == nil {
-		s.stream = s.metrics.StartStream(s.labels, s.ids)
+		s.stream = s.metrics.StartTurn(s.labels, s.ids, s.turn)
 	}
 }
 
