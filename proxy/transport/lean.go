@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -29,7 +28,8 @@ import (
 // rule: a request not written at all, with a body that can be replayed, or
 // an idempotent one whose connection closed before the first byte of its
 // response). What differs: a connection the server closes while idle is
-// found out when it is next taken, by a non-blocking peek, not at once.
+// found out when it is next taken, by a non-blocking peek (on a system
+// other than Unix, a read that waits at most idleReadWait), not at once.
 type Lean struct {
 	// Dial opens a connection to host:port.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -128,30 +128,6 @@ func (t *Lean) conn(ctx context.Context, addr string) (net.Conn, bool, error) {
 	t.mu.Unlock()
 	c, err := t.Dial(ctx, "tcp", addr)
 	return c, false, err
-}
-
-// stillOpen peeks at an idle connection without blocking: a server that
-// closed it has sent its end (or a reset); one that keeps it sends
-// nothing.
-func stillOpen(c net.Conn) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return true
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	open := false
-	err = rc.Read(func(fd uintptr) bool {
-		var b [1]byte
-		n, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		// Nothing to read (EAGAIN) is an open, idle connection; bytes a
-		// server sent unasked, an end or an error are not.
-		open = n < 0 && (err == syscall.EAGAIN || err == syscall.EWOULDBLOCK)
-		return true
-	})
-	return err == nil && open
 }
 
 // put keeps c for the next request to addr, or closes it.
