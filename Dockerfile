@@ -7,8 +7,8 @@
 #     --build-arg REVISION="$(git rev-parse HEAD)" \
 #     -t itlproxy:dev .
 #
-# image_test.go runs the build stage's `go build` below as written, in the
-# context .dockerignore leaves: keep it one simple command.
+# deploy/image's TestDockerfileBuild runs the build stage's `go build` below
+# as written, in the context .dockerignore leaves: keep it one simple command.
 
 ARG GO_VERSION=1.26.8
 

@@ -1,4 +1,4 @@
-package itlproxy_test
+package image_test
 
 import (
 	"debug/buildinfo"
@@ -54,7 +54,7 @@ func TestDockerfileBuild(t *testing.T) {
 		t.Fatal("the build stage does not `COPY . .`: this test builds in the whole context, as that copies it")
 	}
 	buildContext := t.TempDir()
-	copyContext(t, ".", buildContext)
+	copyContext(t, repo, buildContext)
 
 	// A directory the image's user can read and run from, but not write.
 	dir, err := os.MkdirTemp("", "itlproxy-image-")

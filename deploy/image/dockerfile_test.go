@@ -1,15 +1,10 @@
-// Package itlproxy_test checks the image the Dockerfile builds. There is no
-// container engine here, so the image is checked through its parts, read
-// with BuildKit's own Dockerfile parser: the final stage's settings, and
-// the build stage's `go build`, run as the Dockerfile writes it in the
-// context .dockerignore leaves, whose binary must be static and must run
-// as the image's user with nothing writable.
-package itlproxy_test
+package image_test
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -26,13 +21,18 @@ import (
 // imageUID is the user the image runs as: distroless's "nonroot".
 const imageUID = 65532
 
+// repo is the repository's root, which holds the Dockerfile, .dockerignore
+// and the main module's go.mod, from this module's directory (go test runs
+// a test in its package's directory).
+const repo = "../.."
+
 // readDockerfile parses the Dockerfile and its instructions as BuildKit
 // does, fails on any warning of BuildKit's checks (`docker build --check`),
 // and returns the stages and the defaults of the ARGs before the first
 // FROM (which only FROM lines see).
 func readDockerfile(t *testing.T) (stages []instructions.Stage, global map[string]string) {
 	t.Helper()
-	f, err := os.Open("Dockerfile")
+	f, err := os.Open(filepath.Join(repo, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestDockerfileSettings(t *testing.T) {
 	build := findGoBuild(t, stages, global, map[string]string{"TARGETOS": runtime.GOOS, "TARGETARCH": runtime.GOARCH})
 	// The golang images build with GOTOOLCHAIN=local: an older Go than
 	// go.mod's would refuse to build.
-	goMod, err := os.ReadFile("go.mod")
+	goMod, err := os.ReadFile(filepath.Join(repo, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}

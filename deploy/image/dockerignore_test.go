@@ -1,4 +1,4 @@
-package itlproxy_test
+package image_test
 
 import (
 	"fmt"
@@ -127,7 +127,7 @@ func TestDockerignore(t *testing.T) {
 // leaves in the build context: the module's files and its packages'
 // sources, without tests, test data, or anything else.
 func TestDockerignoreContext(t *testing.T) {
-	text, err := os.ReadFile(".dockerignore")
+	text, err := os.ReadFile(filepath.Join(repo, ".dockerignore"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +147,7 @@ func TestDockerignoreContext(t *testing.T) {
 		"internal/e2e/itlproxy.go":          true,
 		"dashboards/overview.json":          true,
 		"deploy/kubernetes/validate/go.mod": true,
+		"deploy/image/go.mod":               true,
 	} {
 		if got, err := pm.MatchesOrParentMatches(path); got != ignored || err != nil {
 			t.Errorf("%s: ignored %v, %v; want %v", path, got, err, ignored)
