@@ -52,7 +52,8 @@ func (r *registrar) histogram(name, help string, buckets []float64, labels ...st
 
 // breakdown builds a histogram that breaks a main clock down (by load,
 // position, context or turn), describes each stream's shape, or holds an
-// engine's own figures: with classic buckets, coarse, beside the native
+// engine's own figures: with classic buckets, coarse (plus the objectives
+// that judge what it observes, which the caller adds), beside the native
 // ones; without any when the scraper takes native histograms
 // (Options.NativeBreakdowns).
 func (r *registrar) breakdown(name, help string, classic []float64, labels ...string) *prometheus.HistogramVec {
@@ -64,9 +65,11 @@ func (r *registrar) breakdown(name, help string, classic []float64, labels ...st
 
 // latencyCollectors builds the histograms of the three token clocks and
 // of the request's duration, and the breakdowns of ITL by position and of
-// TPOT by context. Objectives (and the stall threshold) are
-// bucket bounds too, so that histogram_quantile and bucket ratios are
-// exact at them.
+// TPOT by context. Objectives (and, in the ITL histogram, the stall
+// threshold) are bucket bounds too, so that histogram_quantile and bucket
+// ratios are exact at them; the breakdowns take their kind's objectives
+// but not the stall threshold, as ITL by load does (itlproxy_stalls_total
+// counts the stalls).
 func (m *Metrics) latencyCollectors(r *registrar, slos SLOs, stallThreshold time.Duration) {
 	itlBounds := itlBounds(slos, stallThreshold)
 	m.ttft = r.histogram("time_to_first_token_seconds",
@@ -86,7 +89,7 @@ func (m *Metrics) latencyCollectors(r *registrar, slos SLOs, stallThreshold time
 		"Inter-token latency by where the gap falls in its stream: position is the band (1-32, "+
 			"33-128, 129-512, 513-2048, 2049+) of the output position of the token event that ends the "+
 			"gap. Same gaps and clock as itlproxy_inter_token_latency_seconds; "+coarseBuckets+".",
-		breakdownGapBuckets, "model", "endpoint", "position")
+		withBounds(breakdownGapBuckets, slos.bounds(SLOITL)...), "model", "endpoint", "position")
 	m.tpot = r.histogram("time_per_output_token_seconds",
 		"Time per output token: the time from a stream's first token-bearing event to its last, "+
 			"divided by N - 1, where N = usage.completion_tokens when the upstream reported usage, else "+
@@ -101,7 +104,7 @@ func (m *Metrics) latencyCollectors(r *registrar, slos SLOs, stallThreshold time
 			"meta_info.prompt_tokens), or "+contextUnknown+" when it reported none. Decode reads the whole "+
 			"context at every step, so TPOT grows with it. The same observations and clock as "+
 			"itlproxy_time_per_output_token_seconds, each one in exactly one band; "+coarseBuckets+".",
-		breakdownGapBuckets, "model", "endpoint", "context")
+		withBounds(breakdownGapBuckets, slos.bounds(SLOTPOT)...), "model", "endpoint", "context")
 	m.duration = r.histogram("request_duration_seconds",
 		"Request duration: from the proxy receiving the request headers (t0) to the last byte of the "+
 			"response handed to the client, or to the request failing (a Realtime API WebSocket: to the "+
@@ -188,12 +191,13 @@ func (m *Metrics) sloCollectors(r *registrar) {
 }
 
 // shapeCollectors builds the per-stream figures observed when a stream
-// ends, and the tokens each event carries.
-func (m *Metrics) shapeCollectors(r *registrar) {
+// ends, and the tokens each event carries; the longest gap has every
+// max_gap objective as a bound.
+func (m *Metrics) shapeCollectors(r *registrar, slos SLOs) {
 	m.maxGap = r.breakdown("stream_max_gap_seconds",
 		"Each stream's longest gap between consecutive token-bearing events, observed when the "+
 			"stream ends (streams with at least one gap).",
-		maxGapBuckets, "model", "endpoint")
+		withBounds(maxGapBuckets, slos.bounds(SLOMaxGap)...), "model", "endpoint")
 	m.gapSpread = r.breakdown("stream_gap_spread_ratio",
 		"How choppy each stream is: its p99 gap divided by its median gap (within 12.5%), observed "+
 			"when a stream with at least 20 gaps ends. A smooth stream is near 1.",
@@ -213,13 +217,14 @@ func (m *Metrics) shapeCollectors(r *registrar) {
 }
 
 // sessionCollectors builds the figures of streams that carry a session
-// id, and the session tracker's own size.
-func (m *Metrics) sessionCollectors(r *registrar) {
+// id, and the session tracker's own size; TTFT by turn has every TTFT
+// objective as a bound.
+func (m *Metrics) sessionCollectors(r *registrar, slos SLOs) {
 	m.ttftByTurn = r.breakdown("time_to_first_token_by_turn_seconds",
 		"Time to first token of streams that carry a session id, by the stream's turn in its session "+
 			"(1, 2-4, 5-16, 17+): from the proxy receiving the request headers to the first "+
 			"token-bearing event. "+capitalized(coarseBuckets)+".",
-		breakdownTTFTBuckets, "model", "turn")
+		withBounds(breakdownTTFTBuckets, slos.bounds(SLOTTFT)...), "model", "turn")
 	m.medianGapByTurn = r.breakdown("stream_median_gap_by_turn_seconds",
 		"Median gap between token-bearing events of each stream that carries a session id, by the "+
 			"stream's turn in its session (1, 2-4, 5-16, 17+); observed when a stream with at least 5 "+

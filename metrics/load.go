@@ -129,7 +129,8 @@ func (m *Metrics) loadOf(model, endpoint string) (*modelLoad, *loadObservers) {
 	return ml, o
 }
 
-// loadCollectors builds the by-load histograms and the bands' bounds.
+// loadCollectors builds the by-load histograms, each with every objective
+// of its clock's kind as a bound, and the bands' bounds.
 func (m *Metrics) loadCollectors(r *registrar, slos SLOs) {
 	m.load = loadState{models: map[string]*modelLoad{}, observers: map[Labels]*loadObservers{}}
 	m.itlByLoad = r.breakdown("inter_token_latency_by_load_seconds",
@@ -143,7 +144,7 @@ func (m *Metrics) loadCollectors(r *registrar, slos SLOs) {
 		"Time to first token by the load when the stream started: load is the band of the number of "+
 			"streams of the model in flight through this proxy then, the stream itself included. Same "+
 			"clock as itlproxy_time_to_first_token_seconds; "+coarseBuckets+".",
-		breakdownTTFTBuckets, "model", "endpoint", "load")
+		withBounds(breakdownTTFTBuckets, slos.bounds(SLOTTFT)...), "model", "endpoint", "load")
 	m.loadUpper = r.gauge("load_band_upper_streams",
 		"Each load band's upper bound in streams (+Inf for 513+), exported once some model's load "+
 			"reaches the band: a constant, so that rules can turn a band into a number of streams.",
