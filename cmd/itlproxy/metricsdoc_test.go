@@ -114,11 +114,11 @@ func fixedLabelValues(fs scrape.Families) []labelValues {
 	return []labelValues{
 		{"endpoint", "every family that has it", []string{"chat_completions", "completions",
 			"responses", "messages", "ollama_chat", "ollama_generate",
-			"tgi_generate", "llamacpp_completion", "sglang_generate", "other"}},
+			"tgi_generate", "llamacpp_completion", "sglang_generate", "realtime", "other"}},
 		{"outcome", "`itlproxy_streams_total`", []string{metrics.OutcomeCompleted, metrics.OutcomeClientCanceled,
 			metrics.OutcomeUpstreamError, metrics.OutcomeRejected, metrics.OutcomeIdleTimeout, metrics.OutcomeIncomplete}},
 		{"reason", "`itlproxy_parse_failures_total`", []string{metrics.ParseInvalidJSON, metrics.ParseEventTooLarge,
-			metrics.ParseTruncated, metrics.ParseBodyTooLarge, metrics.ParseEncoded}},
+			metrics.ParseTruncated, metrics.ParseBodyTooLarge, metrics.ParseEncoded, metrics.ParseInvalidFrame}},
 		{"reason", "`itlproxy_trace_spans_dropped_total`", of("itlproxy_trace_spans_dropped_total", "reason")},
 		{"slo", "the `itlproxy_slo_*` families", []string{metrics.SLOTTFT, metrics.SLOITL, metrics.SLOTPOT, metrics.SLOMaxGap}},
 		{"verdict", "`itlproxy_streams_judged_total`", []string{metrics.VerdictMet, metrics.VerdictMissed}},
