@@ -11,8 +11,12 @@ import "slices"
 // the breakdowns multiply label sets by their bands: the two histograms
 // every gap and every first token is observed in (ITL and TTFT) keep full
 // resolution, and the breakdowns of the same clocks by band or by turn,
-// and the figures of each stream's shape, get coarse sets. Native buckets
-// keep the same resolution (about 4.5%) in every family.
+// and the figures of each stream's shape, get coarse sets. A breakdown that
+// an objective judges (ITL by load and by position, TTFT by load and by
+// turn, TPOT by context, each stream's longest gap) adds every objective of
+// that kind to its coarse set, as the main histograms do, so that a band's
+// breaches can be counted from its buckets. Native buckets keep the same
+// resolution (about 4.5%) in every family.
 var (
 	// gapBuckets resolve token gaps from sub-millisecond (several events
 	// in one read, speculative decoding) to multi-second stalls. vLLM's own

@@ -1,10 +1,6 @@
 package metrics
 
-import (
-	"fmt"
-	"math"
-	"strings"
-)
+import "math"
 
 // contextBands: a stream's input tokens, as the upstream reported them.
 // Decode reads the whole KV cache at every step, so the time per output
@@ -30,30 +26,4 @@ func contextBand(input int64) string {
 		return contextUnknown
 	}
 	return contextBands[bandOf(contextBands, int(input))].label
-}
-
-// contextBandsHelp says what each context band holds, as the Help does:
-// "0-1k: fewer than 1,024 input tokens; 1k-4k: fewer than 4,096; ...".
-func contextBandsHelp() string {
-	var parts []string
-	for i, b := range contextBands {
-		switch {
-		case i == len(contextBands)-1:
-			parts = append(parts, b.label+": more")
-		case i == 0:
-			parts = append(parts, fmt.Sprintf("%s: fewer than %s input tokens", b.label, thousands(b.upTo+1)))
-		default:
-			parts = append(parts, fmt.Sprintf("%s: fewer than %s", b.label, thousands(b.upTo+1)))
-		}
-	}
-	return strings.Join(parts, "; ")
-}
-
-// thousands writes n with commas between groups of three digits.
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

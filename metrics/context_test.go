@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -28,9 +30,9 @@ func TestContextBand(t *testing.T) {
 			t.Errorf("contextBand(%d) = %q, want %q", c.input, got, c.want)
 		}
 	}
-	if got, want := contextBandsHelp(), "0-1k: fewer than 1,024 input tokens; 1k-4k: fewer than 4,096; 4k-16k: fewer than 16,384; "+
+	if got, want := contextBandsDoc(), "0-1k: fewer than 1,024 input tokens; 1k-4k: fewer than 4,096; 4k-16k: fewer than 16,384; "+
 		"16k-64k: fewer than 65,536; 64k-256k: fewer than 262,144; 256k+: more"; got != want {
-		t.Errorf("bands as the Help says them:\n%s\nwant\n%s", got, want)
+		t.Errorf("bands as docs/metrics.md says them:\n%s\nwant\n%s", got, want)
 	}
 }
 
@@ -74,3 +76,29 @@ func TestTPOTByContext(t *testing.T) {
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+
+// contextBandsDoc says what each context band holds, as docs/metrics.md
+// does: "0-1k: fewer than 1,024 input tokens; 1k-4k: fewer than 4,096; ...".
+func contextBandsDoc() string {
+	var parts []string
+	for i, b := range contextBands {
+		switch {
+		case i == len(contextBands)-1:
+			parts = append(parts, b.label+": more")
+		case i == 0:
+			parts = append(parts, fmt.Sprintf("%s: fewer than %s input tokens", b.label, thousands(b.upTo+1)))
+		default:
+			parts = append(parts, fmt.Sprintf("%s: fewer than %s", b.label, thousands(b.upTo+1)))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// thousands writes n with commas between groups of three digits.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -5,11 +5,16 @@
 // the registry it is given. Nothing here knows HTTP: the proxy decides what
 // happened to a request, this package how it is counted.
 //
-// What each family measures (where its clock starts and stops, its labels
-// and their values) is said once, in its Help string (collectors.go,
-// load.go, goodput.go, engine.go, reload.go); docs/metrics.md is generated
-// from the registry and adds what holds across families. This comment says
-// how the package works.
+// Each family's Help string (collectors.go, load.go, goodput.go,
+// engine.go, reload.go) is one sentence: what it counts or observes, and
+// where its clock starts and stops, in brief. The detail is in
+// docs/metrics.md: what holds across families (t0 and the other clocks,
+// labels, buckets), an index of the families generated from the registry,
+// and a section per family, written by hand, with what its Help leaves out
+// (the exact clocks, what each label value means, the bands, the usage
+// fields each API's count reads). A test holds the Help strings to one
+// sentence and the document to the registry. This comment says how the
+// package works.
 //
 // # How data comes in
 //

@@ -23,25 +23,16 @@ type engineHistograms struct {
 // buckets, so that the two compare bucket for bucket.
 func (m *Metrics) engineCollectors(r *registrar) {
 	m.engine.tpot = r.breakdown("engine_time_per_output_token_seconds",
-		"Time per output token as the upstream reports it, one observation per response that "+
-			"reports it, streamed or not: Ollama eval_duration / eval_count (its last line); llama.cpp "+
-			"server timings.predicted_per_token_ms (its native and OpenAI-compatible routes); TGI the "+
-			"x-time-per-token response header of "+
-			"/generate. The engine's clock, from its first decode step to its last: it leaves out what "+
-			"the HTTP server, detokenization and the network add.",
+		"Time per output token as the upstream reports it, on the engine's clock from its first "+
+			"decode step to its last, one observation per response that reports it.",
 		tpotBuckets, "model", "endpoint")
 	m.engine.ttft = r.breakdown("engine_time_to_first_token_seconds",
-		"Time to first token as the upstream reports it, one observation per response that reports "+
-			"it: Ollama load_duration + prompt_eval_duration; llama.cpp server timings.prompt_ms. The "+
-			"engine's clock, from the start of the model's work on the request (not its arrival) to "+
-			"the end of the prefill.",
+		"Time to first token as the upstream reports it, on the engine's clock from the start of the "+
+			"model's work on the request to the end of the prefill.",
 		breakdownTTFTBuckets, "model", "endpoint")
 	m.engine.overhead = r.breakdown("wire_overhead_ratio",
-		"A stream's time per output token as the proxy measured it on the wire "+
-			"(itlproxy_time_per_output_token_seconds) over the engine's own "+
-			"(itlproxy_engine_time_per_output_token_seconds), one observation per stream that has "+
-			"both. 1: the user sees the decode as the engine ran it; above 1, the difference is added "+
-			"between the engine and the user.",
+		"A stream's time per output token on the wire (itlproxy_time_per_output_token_seconds) over "+
+			"the engine's own, one observation per stream that has both.",
 		overheadBuckets, "model", "endpoint")
 }
 

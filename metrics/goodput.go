@@ -89,16 +89,12 @@ func (m *Metrics) sloCountersOf(l Labels) *sloCounters {
 func (m *Metrics) goodputCollectors(r *registrar) {
 	m.judging = judging{byID: map[[3]string]*sloCounters{}}
 	m.judged = r.counter("streams_judged_total",
-		"Streams judged against the objectives of their model and service class when they end: every "+
-			"outcome but client_canceled, where a ttft, tpot or max_gap objective is set. met: the stream "+
-			"produced a token, its time to first token, time per output token (when it has one) and "+
-			"longest gap are within their objectives, and it did not end in upstream_error, idle_timeout "+
-			"or rejected; else missed. Goodput ratio = met / all.",
+		"Streams judged against the objectives of their model and service class when they end, by "+
+			"verdict.",
 		"model", "class", "tenant", "verdict")
 	m.goodTokens = r.counter("goodput_tokens_total",
 		"Output tokens of the streams that met their objectives (itlproxy_streams_judged_total "+
-			"verdict=met), counted when they end: the usage the upstream reported, else the "+
-			"token-bearing events.",
+			"verdict=met), counted when they end.",
 		"model", "class", "tenant")
 }
 

@@ -129,23 +129,20 @@ func (m *Metrics) loadOf(model, endpoint string) (*modelLoad, *loadObservers) {
 	return ml, o
 }
 
-// loadCollectors builds the by-load histograms and the bands' bounds.
+// loadCollectors builds the by-load histograms, each with every objective
+// of its clock's kind as a bound, and the bands' bounds.
 func (m *Metrics) loadCollectors(r *registrar, slos SLOs) {
 	m.load = loadState{models: map[string]*modelLoad{}, observers: map[Labels]*loadObservers{}}
 	m.itlByLoad = r.breakdown("inter_token_latency_by_load_seconds",
-		"Inter-token latency by the load when the gap ended: load is the band (1, 2, 3-4, 5-8, ..., "+
-			"257-512, 513+) of the number of streams of the model in flight through this proxy, the "+
-			"stream itself included, as itlproxy_active_streams counts them. Same gaps and clock as "+
-			"itlproxy_inter_token_latency_seconds; "+coarseBuckets+", and every ITL objective a bound, "+
-			"so that the capacity is exact. A band's series appear when the load first reaches it.",
+		"Inter-token latency by the load when the gap ended (a band of the model's streams in flight "+
+			"through this proxy), with the same gaps and clock as itlproxy_inter_token_latency_seconds.",
 		withBounds(breakdownGapBuckets, slos.bounds(SLOITL)...), "model", "endpoint", "load")
 	m.ttftByLoad = r.breakdown("time_to_first_token_by_load_seconds",
-		"Time to first token by the load when the stream started: load is the band of the number of "+
-			"streams of the model in flight through this proxy then, the stream itself included. Same "+
-			"clock as itlproxy_time_to_first_token_seconds; "+coarseBuckets+".",
-		breakdownTTFTBuckets, "model", "endpoint", "load")
+		"Time to first token by the load when the stream started (a band of the model's streams in "+
+			"flight through this proxy), with the same clock as itlproxy_time_to_first_token_seconds.",
+		withBounds(breakdownTTFTBuckets, slos.bounds(SLOTTFT)...), "model", "endpoint", "load")
 	m.loadUpper = r.gauge("load_band_upper_streams",
-		"Each load band's upper bound in streams (+Inf for 513+), exported once some model's load "+
-			"reaches the band: a constant, so that rules can turn a band into a number of streams.",
+		"Each load band's upper bound in streams (+Inf for 513+), a constant exported once some "+
+			"model's load reaches the band.",
 		"load")
 }

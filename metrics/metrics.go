@@ -161,10 +161,10 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	m.latencyCollectors(r, opts.SLOs, opts.StallThreshold)
 	m.trafficCollectors(r)
 	m.sloCollectors(r)
-	m.shapeCollectors(r)
+	m.shapeCollectors(r, opts.SLOs)
 	m.loadCollectors(r, opts.SLOs)
 	m.goodputCollectors(r)
-	m.sessionCollectors(r)
+	m.sessionCollectors(r, opts.SLOs)
 	m.engineCollectors(r)
 	buildInfo(r, opts)
 	if r.err != nil {

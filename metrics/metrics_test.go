@@ -117,19 +117,19 @@ func TestRecordsAStream(t *testing.T) {
 	m.ParseFailure(l, ParseInvalidJSON)
 
 	want := `
-# HELP itlproxy_active_streams Streams in flight: from the proxy receiving a stream request's headers (or, if the request did not say, the upstream's event-stream headers) to the end of the response; a Realtime API response from its response.created to its response.done.
+# HELP itlproxy_active_streams Streams in flight, each from t0 (or the upstream's event-stream headers) to the end of its response.
 # TYPE itlproxy_active_streams gauge
 itlproxy_active_streams{endpoint="chat_completions",model="m"} 0
 # HELP itlproxy_build_info Always 1; the labels name the running build.
 # TYPE itlproxy_build_info gauge
 itlproxy_build_info{goversion="go1.26",revision="abc",version="1.2.3"} 1
-# HELP itlproxy_input_tokens_total Input (prompt) tokens from the usage the upstream reported, when it reported usage: every prompt token the model attended to, cached or not (usage.prompt_tokens of chat and completions, which counts cached tokens; input_tokens of the Responses API; Anthropic's input_tokens + cache_read_input_tokens + cache_creation_input_tokens; the native APIs' prompt_eval_count, tokens_evaluated, details.input_length or meta_info.prompt_tokens).
+# HELP itlproxy_input_tokens_total Input (prompt) tokens, cached or not, from the usage the upstream reported, counted when a response that reported usage ends.
 # TYPE itlproxy_input_tokens_total counter
 itlproxy_input_tokens_total{endpoint="chat_completions",model="m",tenant="_none"} 10
-# HELP itlproxy_output_tokens_total Output tokens, counted when a response ends: the usage the upstream reported (usage.completion_tokens, or output_tokens from the Responses and Messages APIs), else, for streams, the number of token-bearing events.
+# HELP itlproxy_output_tokens_total Output tokens, counted when a response ends, from the usage the upstream reported, else, for streams, the number of token-bearing events.
 # TYPE itlproxy_output_tokens_total counter
 itlproxy_output_tokens_total{endpoint="chat_completions",model="m",tenant="_none"} 3
-# HELP itlproxy_streams_total Streams ended, by outcome: completed (the upstream ended the stream cleanly), client_canceled (the client went away first; the upstream request was canceled), upstream_error (unreachable, timed out, a 5xx status, cut mid-stream, or an error event), rejected (the upstream refused the request with a 4xx status, which itlproxy_requests_total has), idle_timeout (the upstream went silent for the stream idle timeout and the proxy cut the stream), incomplete (the upstream ended the response early, as the Responses API's response.incomplete says). A stream whose end marker arrived ([DONE], response.completed, message_stop) is completed even if the client leaves before the connection ends, as SDKs do. Each response of a Realtime API WebSocket is a stream.
+# HELP itlproxy_streams_total Streams ended, by outcome, counted once per stream when its response ends.
 # TYPE itlproxy_streams_total counter
 itlproxy_streams_total{endpoint="chat_completions",model="m",outcome="completed",tenant="_none"} 1
 `

@@ -65,14 +65,13 @@ type Reloads struct {
 func NewReloads(reg prometheus.Registerer) (*Reloads, error) {
 	r := &registrar{reg: reg}
 	successful := r.gauge("config_last_reload_successful",
-		"1 if the last reload of the SLO file (on a change on disk, SIGHUP or POST /-/reload) put it "+
-			"in effect, 0 if the file was refused and the objectives in use stayed; 1 at start.")
+		"Whether the last reload of the SLO file put it in effect (1) or refused it and kept the "+
+			"objectives in use (0), 1 at start.")
 	successTime := r.gauge("config_last_reload_success_timestamp_seconds",
 		"Unix time of the last successful load of the SLO file, at start or by a reload.")
 	tlsFailures := r.counter("tls_reload_failures_total",
-		"Certificate or key files re-read after a change that could not be used (unreadable, no "+
-			"PEM, a key that does not match): the certificates in use stay. file: listener_cert, "+
-			"upstream_ca or upstream_client_cert.",
+		"Certificate or key files re-read after a change that could not be used, by file, while the "+
+			"certificates in use stay.",
 		"file")
 	if r.err != nil {
 		return nil, r.err
@@ -97,7 +96,7 @@ func (r *Reloads) Config(ok bool, now time.Time) {
 }
 
 // TLSFailed counts a certificate reload that failed; file is one of the
-// values the metric's help names.
+// values docs/metrics.md lists for itlproxy_tls_reload_failures_total.
 func (r *Reloads) TLSFailed(file string) {
 	r.tlsFailures.WithLabelValues(file).Inc()
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -27,9 +28,13 @@ import (
 // a file with a service class, tenants, sessions, a stall threshold, an
 // upstream CA file, tracing), drives traffic that gives every family a
 // series, scrapes /metrics as Prometheus does, and holds
-// docs/metrics.md's generated sections to what the scrape says: every
-// itlproxy_ family with its type, labels and Help, and the values of the
-// labels whose values are a fixed set.
+// docs/metrics.md's generated sections to what the scrape says: the index
+// of every itlproxy_ family with its type, labels and Help, and the values
+// of the labels whose values are a fixed set. Every itlproxy_ family's
+// Help is one sentence of at most maxHelp bytes (helpProblem; the Go and
+// process collectors' are client_golang's), and every family has a section
+// of its own in docs/metrics.md, written by hand, for what its Help leaves
+// out (familySections).
 func TestMetricsReference(t *testing.T) {
 	fs := everyFamily(t)
 	var names []string
@@ -51,8 +56,34 @@ func TestMetricsReference(t *testing.T) {
 		}
 	}
 
-	var index, details strings.Builder
-	index.WriteString("| family | type | labels |\n|---|---|---|\n")
+	longest := ""
+	for name, f := range fs {
+		if p := helpProblem(f.GetHelp()); p != "" && strings.HasPrefix(name, "itlproxy_") {
+			t.Errorf("the Help of %s %s: %q", name, p, f.GetHelp())
+		}
+		if strings.HasPrefix(name, "itlproxy_") && len(f.GetHelp()) > len(fs[longest].GetHelp()) {
+			longest = name
+		}
+	}
+	t.Logf("the longest Help is %s's, %d bytes", longest, len(fs[longest].GetHelp()))
+
+	sections := familySections(t)
+	for _, name := range registered {
+		if _, ok := sections[name]; !ok {
+			t.Errorf("docs/metrics.md has no section \"### %s\" for what its Help leaves out", name)
+		}
+	}
+	for name, text := range sections {
+		if !slices.Contains(registered, name) {
+			t.Errorf("docs/metrics.md has a section \"### %s\", which names no family", name)
+		}
+		if strings.TrimSpace(text) == "" {
+			t.Errorf("docs/metrics.md's section %q is empty", name)
+		}
+	}
+
+	var index strings.Builder
+	index.WriteString("| family | type | labels | Help |\n|---|---|---|---|\n")
 	for _, name := range names {
 		f := fs[name]
 		typ := strings.ToLower(f.GetType().String())
@@ -60,10 +91,9 @@ func TestMetricsReference(t *testing.T) {
 		if l := labelNames(f); len(l) > 0 {
 			labels = "`" + strings.Join(l, "`, `") + "`"
 		}
-		fmt.Fprintf(&index, "| [`%s`](#%s) | %s | %s |\n", name, name, typ, labels)
-		fmt.Fprintf(&details, "### %s\n\n%s; labels: %s.\n\n%s\n\n", name, typ, labels, markdownText(f.GetHelp()))
+		fmt.Fprintf(&index, "| [`%s`](#%s) | %s | %s | %s |\n", name, name, typ, labels, markdownText(f.GetHelp()))
 	}
-	checkGenerated(t, "docs/metrics.md", "families", index.String()+"\n"+strings.TrimSuffix(details.String(), "\n"))
+	checkGenerated(t, "docs/metrics.md", "families", index.String())
 
 	var values strings.Builder
 	values.WriteString("| label | of | values |\n|---|---|---|\n")
@@ -71,6 +101,93 @@ func TestMetricsReference(t *testing.T) {
 		fmt.Fprintf(&values, "| `%s` | %s | `%s` |\n", v.label, v.of, strings.Join(v.values, "`, `"))
 	}
 	checkGenerated(t, "docs/metrics.md", "label-values", values.String())
+}
+
+// maxHelp is the most bytes a family's Help may have: it is sent on every
+// scrape, and docs/metrics.md holds the rest.
+const maxHelp = 200
+
+// sentenceEnd is a sentence that ends inside a Help: a full stop,
+// question or exclamation mark followed by a space.
+var sentenceEnd = regexp.MustCompile(`[.!?]["')]*\s`)
+
+// helpProblem says what keeps help from being one sentence of at most
+// maxHelp bytes, or "" when nothing does: it starts with an upper-case
+// letter, ends with one full stop, and ends no sentence before that.
+func helpProblem(help string) string {
+	switch {
+	case len(help) > maxHelp:
+		return fmt.Sprintf("has %d bytes, over %d", len(help), maxHelp)
+	case help == "" || !unicode.IsUpper([]rune(help)[0]):
+		return "does not start with an upper-case letter"
+	case !strings.HasSuffix(help, ".") || strings.HasSuffix(help, ".."):
+		return "does not end with one full stop"
+	case strings.ContainsAny(help, "\n\r"):
+		return "has more than one line"
+	case sentenceEnd.MatchString(help):
+		return fmt.Sprintf("is more than one sentence (%q ends one inside it)", sentenceEnd.FindString(help))
+	}
+	return ""
+}
+
+// TestHelpProblem: helpProblem passes one sentence and names what is wrong
+// with the rest.
+func TestHelpProblem(t *testing.T) {
+	for _, c := range []struct {
+		name, help string
+		ok         bool
+	}{
+		{"one sentence", "Streams in flight, each from t0 to the end of its response.", true},
+		{"a semicolon and a colon", "Always 1; the labels name the running build: version and revision.", true},
+		{"a decimal point", "Gaps over 0.5 s.", true},
+		{"two sentences", "Streams ended. Each response is a stream.", false},
+		{"a second sentence in lower case", "Streams ended. each response is a stream.", false},
+		{"a question", "Streams ended? Each response is a stream.", false},
+		{"no full stop", "Streams ended", false},
+		{"two full stops", "Streams ended..", false},
+		{"a lower-case start", "streams ended.", false},
+		{"a digit first", "1 at start.", false},
+		{"two lines", "Streams\nended.", false},
+		{"as long as allowed", "S" + strings.Repeat("o", maxHelp-2) + ".", true},
+		{"a byte too long", "S" + strings.Repeat("o", maxHelp-1) + ".", false},
+		{"empty", "", false},
+	} {
+		if got := helpProblem(c.help); (got == "") != c.ok {
+			t.Errorf("%s: helpProblem(%q) = %q, want ok %v", c.name, c.help, got, c.ok)
+		}
+	}
+}
+
+// familySections reads the hand-written part of docs/metrics.md's
+// families: from the end of the generated index to the next "## "
+// heading, a section per "### " heading, by the heading's text.
+func familySections(t *testing.T) map[string]string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "<!-- generated:families:end -->\n")
+	if !ok {
+		t.Fatal("docs/metrics.md has no end of the generated families")
+	}
+	sections := map[string]string{}
+	name := ""
+	for line := range strings.Lines(rest) {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			return sections
+		case strings.HasPrefix(line, "### "):
+			name = strings.TrimSpace(strings.TrimPrefix(line, "### "))
+			if _, ok := sections[name]; ok {
+				t.Errorf("docs/metrics.md has two sections %q", name)
+			}
+			sections[name] = ""
+		case name != "":
+			sections[name] += line
+		}
+	}
+	return sections
 }
 
 // labelNames are the label names of f's series, in their order.
@@ -96,8 +213,8 @@ type labelValues struct {
 // fixedLabelValues are the labels whose values the code fixes: from the
 // constants of package metrics, or from series that exist from the start
 // whatever the traffic (every load band's bound, both reasons a span is
-// dropped). The bands of position and turn, and the certificate files,
-// are listed in their families' Help.
+// dropped). The bands of position, turn and context, and the certificate
+// files, are listed in their families' sections of docs/metrics.md.
 func fixedLabelValues(fs scrape.Families) []labelValues {
 	// of returns the values of label in family's series, ordered by the
 	// series' values (a band by its bound).
@@ -115,11 +232,11 @@ func fixedLabelValues(fs scrape.Families) []labelValues {
 	return []labelValues{
 		{"endpoint", "every family that has it", []string{"chat_completions", "completions",
 			"responses", "messages", "ollama_chat", "ollama_generate",
-			"tgi_generate", "llamacpp_completion", "sglang_generate", "other"}},
+			"tgi_generate", "llamacpp_completion", "sglang_generate", "realtime", "other"}},
 		{"outcome", "`itlproxy_streams_total`", []string{metrics.OutcomeCompleted, metrics.OutcomeClientCanceled,
 			metrics.OutcomeUpstreamError, metrics.OutcomeRejected, metrics.OutcomeIdleTimeout, metrics.OutcomeIncomplete}},
 		{"reason", "`itlproxy_parse_failures_total`", []string{metrics.ParseInvalidJSON, metrics.ParseEventTooLarge,
-			metrics.ParseTruncated, metrics.ParseBodyTooLarge, metrics.ParseEncoded}},
+			metrics.ParseTruncated, metrics.ParseBodyTooLarge, metrics.ParseEncoded, metrics.ParseInvalidFrame}},
 		{"reason", "`itlproxy_trace_spans_dropped_total`", of("itlproxy_trace_spans_dropped_total", "reason")},
 		{"slo", "the `itlproxy_slo_*` families", []string{metrics.SLOTTFT, metrics.SLOITL, metrics.SLOTPOT, metrics.SLOMaxGap}},
 		{"verdict", "`itlproxy_streams_judged_total`", []string{metrics.VerdictMet, metrics.VerdictMissed}},

@@ -53,7 +53,7 @@ func StartTracing(cfg Config, version string, reg prometheus.Registerer, log *za
 	}
 	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "itlproxy_trace_spans_dropped_total",
-		Help: "Spans not exported, counted when dropped: reason queue_full when the span ended with OTEL_BSP_MAX_QUEUE_SIZE spans already waiting; export_failed when the collector refused them or did not answer in time. Exported only with tracing on.",
+		Help: "Spans not exported, counted when dropped, by reason (exported only with tracing on).",
 	}, []string{"reason"})
 	if err := reg.Register(dropped); err != nil {
 		return Tracing{}, err
