@@ -176,24 +176,24 @@ func (m *Metrics) shapeCollectors(r *registrar, slos SLOs) {
 		breakdownGapBuckets, "model", "endpoint")
 }
 
-// sessionCollectors builds the figures of streams that carry a session
-// id, and the session tracker's own size; TTFT by turn has every TTFT
-// objective as a bound.
+// sessionCollectors builds the figures of streams by turn, those of
+// streams that carry a session id, and the session tracker's own size;
+// TTFT by turn has every TTFT objective as a bound.
 func (m *Metrics) sessionCollectors(r *registrar, slos SLOs) {
 	m.ttftByTurn = r.breakdown("time_to_first_token_by_turn_seconds",
-		"Time to first token of streams that carry a session id, by the stream's turn in its session, "+
-			"from t0 to the first token-bearing event.",
+		"Time to first token by the stream's turn in its conversation, from t0 to the first token-bearing event.",
 		withBounds(breakdownTTFTBuckets, slos.bounds(SLOTTFT)...), "model", "turn")
 	m.medianGapByTurn = r.breakdown("stream_median_gap_by_turn_seconds",
-		"Median gap between token-bearing events of each stream that carries a session id, by the "+
-			"stream's turn in its session, observed when a stream with at least 5 gaps ends.",
+		"Median gap between token-bearing events of each stream whose turn is known, by its turn in its "+
+			"conversation, observed when a stream with at least 5 gaps ends.",
 		breakdownGapBuckets, "model", "turn")
 	m.sessionRatio = r.breakdown("session_gap_ratio",
-		"A stream's median gap divided by its session's baseline, observed when each later stream "+
+		"A session stream's median gap divided by its session's baseline, observed when each later stream "+
 			"with at least 5 gaps ends.",
 		ratioBuckets, "model")
 	m.sessionUnjudged = r.counter("session_streams_unjudged_total",
-		"Session streams not compared with their session's baseline because this proxy did not serve every baseline turn before them.",
+		"Session streams not compared with their session's baseline because this proxy did not serve "+
+			"every baseline turn before them.",
 		"model")
 	m.sessionsDegraded = r.counter("sessions_degraded_total",
 		"Sessions counted once, when a stream's median gap first exceeds the degradation factor "+

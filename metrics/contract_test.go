@@ -146,19 +146,23 @@ var contract = []family{
 		fmt.Sprintf("when a stream with at least %d gaps ends", minGapsForSpread)}, []string{
 		"the stream's sketch of its gaps", "a smooth stream is near 1"}},
 	{"itlproxy_time_to_first_token_by_turn_seconds", typeHistogram, []string{"model", "turn"}, []string{
-		"Time to first token of streams that carry a session id",
-		"by the stream's turn in its session", "from t0 to the first token-bearing event"}, []string{
-		"turn is the band " + bandList(turnBands) + " of the stream's turn in its session",
+		"Time to first token by the stream's turn in its conversation", "from t0 to the first token-bearing event"}, []string{
+		"turn is the band " + bandList(turnBands) + " of the stream's turn", "read from its request", "session tracker",
 		coarseBuckets, "every TTFT objective as a bound"}},
 	{"itlproxy_stream_median_gap_by_turn_seconds", typeHistogram, []string{"model", "turn"}, []string{
-		"Median gap between token-bearing events of each stream that carries a session id",
-		"by the stream's turn in its session",
+		"Median gap between token-bearing events of each stream whose turn is known",
+		"by its turn in its conversation",
 		fmt.Sprintf("when a stream with at least %d gaps ends", minGapsForMedian)}, []string{
 		"turn is as in itlproxy_time_to_first_token_by_turn_seconds", "the stream's sketch of its gaps", coarseBuckets}},
 	{"itlproxy_session_gap_ratio", typeHistogram, []string{"model"}, []string{
-		"A stream's median gap divided by its session's baseline",
+		"A session stream's median gap divided by its session's baseline",
 		fmt.Sprintf("each later stream with at least %d gaps ends", minGapsForMedian)}, []string{
-		fmt.Sprintf("the session's first %d streams", baselineTurns), "above 1, the session got slower"}},
+		fmt.Sprintf("the session's turns 1 to %d", baselineTurns), "served every baseline turn before it",
+		"above 1, the session got slower"}},
+	{"itlproxy_session_streams_unjudged_total", typeCounter, []string{"model"}, []string{
+		"Session streams not compared with their session's baseline",
+		"this proxy did not serve every baseline turn before them"}, []string{
+		"session affinity", "itlproxy_session_gap_ratio"}},
 	{"itlproxy_sessions_degraded_total", typeCounter, []string{"model"}, []string{
 		"Sessions counted once",
 		"first exceeds the degradation factor (ITLPROXY_SESSION_DEGRADE_FACTOR) times the session's baseline"}, []string{
@@ -238,6 +242,13 @@ func recordEveryFamily(t *testing.T) *prometheus.Registry {
 		s.EventTokens(2)
 		s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: 50 * time.Millisecond})
 	}
+	// A session whose first turns another proxy served: unjudged.
+	s := m.StartTurn(l, IDs{Request: "r", Session: "elsewhere"}, 4)
+	s.FirstToken(time.Second)
+	for range minGapsForMedian {
+		s.Gap(10*time.Millisecond, 0)
+	}
+	s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
 	m.Engine(l, 40*time.Millisecond, 200*time.Millisecond, 50*time.Millisecond)
 	m.Tokens(l, 5, 7)
 	m.Request(l, true, 200, time.Second)

@@ -94,7 +94,7 @@ func runBudgetScenario(t *testing.T, load *e2e.LoadUpstream, proxyAddr string) {
 	load.Tokens, load.Base = 2100, 0
 	load.Round(t, base, budgetModel, 1)
 	for turn := range sessionPrompts {
-		stream(t, proxyAddr, budgetModel, fmt.Sprintf("turn-%d", turn+1), "X-Session-Id", "budget-session")
+		streamTurn(t, proxyAddr, budgetModel, fmt.Sprintf("turn-%d", turn+1), turn+1, "X-Session-Id", "budget-session")
 	}
 }
 

@@ -344,9 +344,11 @@ func everyFamily(t *testing.T) scrape.Families {
 	})
 
 	// A session whose second stream is much slower than its first:
-	// turns, the session's baseline, its degradation, stalls, breaches.
+	// turns, the session's baseline, its degradation, stalls, breaches;
+	// and a session whose first turns another proxy served.
 	stream(t, in.proxy, "m1", "smooth", "X-Session-Id", "s1", "X-Team", "team-a", "X-SLO-Class", "interactive")
-	stream(t, in.proxy, "m1", "slow", "X-Session-Id", "s1", "X-Team", "team-a")
+	streamTurn(t, in.proxy, "m1", "slow", 2, "X-Session-Id", "s1", "X-Team", "team-a")
+	streamTurn(t, in.proxy, "m1", "elsewhere", 3, "X-Session-Id", "s2")
 	stream(t, in.proxy, "m1", "unreadable")
 	stream(t, in.proxy, "m1", "multitoken")
 	// llama.cpp server's native API reports each event's tokens and the

@@ -23,11 +23,20 @@ func withStallFor(id string, stalled, normal http.Handler) http.Handler {
 }
 
 // stream sends one streaming chat request for model with the request id
-// and headers, and reads it to its end.
+// and headers, the first of its conversation, and reads it to its end.
 func stream(t *testing.T, proxyAddr, model, id string, header ...string) {
 	t.Helper()
+	streamTurn(t, proxyAddr, model, id, 1, header...)
+}
+
+// streamTurn is stream for a request at turn turn of its conversation:
+// its messages carry the history of the turns before, as chat clients
+// send it.
+func streamTurn(t *testing.T, proxyAddr, model, id string, turn int, header ...string) {
+	t.Helper()
+	history := strings.Repeat(`{"role":"user","content":"a secret prompt"},{"role":"assistant","content":"an answer"},`, turn-1)
 	req, _ := http.NewRequest(http.MethodPost, "http://"+proxyAddr+"/v1/chat/completions",
-		strings.NewReader(`{"model":"`+model+`","stream":true,"messages":[{"role":"user","content":"a secret prompt"}]}`))
+		strings.NewReader(`{"model":"`+model+`","stream":true,"messages":[`+history+`{"role":"user","content":"a secret prompt"}]}`))
 	req.Header.Set("X-Request-Id", id)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])

@@ -136,7 +136,7 @@ func TestDockerignoreContext(t *testing.T) {
 		"go.mod":                            false,
 		"go.sum":                            false,
 		"cmd/itlproxy/main.go":              false,
-		"cmd/itlproxy/livepage.html":        false, // embedded in the binary
+		"cmd/internal/admin/livepage.html":  false, // embedded in the binary
 		"proxy/proxy.go":                    false,
 		"metrics/metrics.go":                false,
 		"cmd/itlproxy/run_test.go":          true,
