@@ -81,6 +81,7 @@ func (b budgetStream) end(m *Metrics, l Labels, s *Stream) {
 	s.End(e)
 	m.Tokens(l, b.input, int64(b.tokens))
 	m.Request(l, true, 200, time.Second)
+	m.RequestForwarded(l.Endpoint, time.Millisecond)
 }
 
 // runBudgetScenario records, as the proxy would, the budget's scenario for
@@ -179,6 +180,7 @@ type labelSet int
 
 const (
 	perProxy labelSet = iota
+	perEndpoint
 	perClassCatchAll
 	perModel
 	perModelEndpoint
@@ -189,7 +191,7 @@ const (
 )
 
 var labelSetNames = [labelSets]string{
-	"per proxy", "per class, for `_other` and `_unknown`", "per model", "per (model, endpoint)",
+	"per proxy", "per endpoint", "per class, for `_other` and `_unknown`", "per model", "per (model, endpoint)",
 	"per (model, endpoint, tenant)", "per (model, class)", "per (model, class, tenant)",
 }
 
@@ -198,6 +200,8 @@ var labelSetNames = [labelSets]string{
 func labelSetOf(names []string, model string) labelSet {
 	has := func(n string) bool { return slices.Contains(names, n) }
 	switch {
+	case !has("model") && has("endpoint"):
+		return perEndpoint
 	case !has("model"):
 		return perProxy
 	case model == ModelOther || model == ModelUnknown:
@@ -250,7 +254,7 @@ func seriesByLabelSet(t *testing.T, g prometheus.Gatherer) [labelSets]int {
 // combination of models, endpoints, tenants and classes, given the series
 // of one combination by label set.
 func formula(one [labelSets]int, models, endpoints, tenants, classes int) int {
-	return one[perProxy] + classes*one[perClassCatchAll] + models*one[perModel] +
+	return one[perProxy] + endpoints*one[perEndpoint] + classes*one[perClassCatchAll] + models*one[perModel] +
 		models*endpoints*one[perModelEndpoint] + models*endpoints*tenants*one[perModelEndpointTenant] +
 		models*classes*one[perModelClass] + models*classes*tenants*one[perModelClassTenant]
 }

@@ -69,6 +69,16 @@ var contract = []family{
 		"as itlproxy_input_tokens_total counts them",
 		"or " + contextUnknown + " when it reported none",
 		"each observation is in exactly one band", coarseBuckets, "every TPOT objective as a bound"}},
+	{"itlproxy_event_delay_seconds", typeHistogram, []string{"endpoint"}, []string{
+		"Time each token-bearing event spent inside the proxy",
+		"from the upstream read that completed it returning to the start of its write to the client"}, []string{
+		"what the proxy adds to each token", "the network poller", "itlproxy_client_write_seconds", "every microsecond range"}},
+	{"itlproxy_client_write_seconds", typeHistogram, []string{"endpoint"}, []string{
+		"Time the write of each token-bearing event to the client took"}, []string{
+		"backpressure", "client_write_wait_seconds", "itlproxy_event_delay_seconds"}},
+	{"itlproxy_request_forward_seconds", typeHistogram, []string{"endpoint"}, []string{
+		"Time from t0 to the request written to the upstream"}, []string{
+		"the request leg", "every request the upstream received", "a pooled connection"}},
 	{"itlproxy_request_duration_seconds", typeHistogram, []string{"endpoint", "model", "streaming"}, []string{
 		"from t0", "to the last byte of the response handed to the client, or to the request failing",
 		"every request, streamed or not"}, []string{
@@ -245,6 +255,8 @@ func recordEveryFamily(t *testing.T) *prometheus.Registry {
 	// A session whose first turns another proxy served: unjudged.
 	s := m.StartTurn(l, IDs{Request: "r", Session: "elsewhere"}, 4)
 	s.FirstToken(time.Second)
+	s.Forwarded(20*time.Microsecond, 40*time.Microsecond)
+	m.RequestForwarded(l.Endpoint, 300*time.Microsecond)
 	for range minGapsForMedian {
 		s.Gap(10*time.Millisecond, 0)
 	}

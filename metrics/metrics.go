@@ -137,6 +137,11 @@ type Metrics struct {
 	loadUpper  *prometheus.GaugeVec
 	load       loadState
 
+	// What the proxy adds (forwarding.go).
+	eventDelay     *prometheus.HistogramVec
+	clientWrite    *prometheus.HistogramVec
+	requestForward *prometheus.HistogramVec
+
 	models         *boundedLabels
 	tenants        *boundedLabels
 	judging        judging
@@ -166,6 +171,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	m.goodputCollectors(r)
 	m.sessionCollectors(r, opts.SLOs)
 	m.engineCollectors(r)
+	m.forwardingCollectors(r)
 	buildInfo(r, opts)
 	if r.err != nil {
 		return nil, r.err

@@ -75,6 +75,7 @@ type Stream struct {
 	exemplar prometheus.Labels // built at the first observation
 
 	tokensPerEvent prometheus.Observer
+	fwd            forwarding
 
 	// The stream's gaps: how many, the longest and its index (from 1),
 	// what the histograms, the span and the stream recorder all read.
@@ -106,6 +107,7 @@ func (m *Metrics) StartTurn(l Labels, ids IDs, turn int) *Stream {
 		position: m.itlByPosition.WithLabelValues(l.Model, l.Endpoint, positionBands[0].label),
 
 		tokensPerEvent: m.tokensPerEvent.WithLabelValues(l.Model, l.Endpoint),
+		fwd:            forwarding{delay: m.eventDelay.WithLabelValues(l.Endpoint), write: m.clientWrite.WithLabelValues(l.Endpoint)},
 	}
 	s.slo = m.sloCountersOf(l)
 	s.obj = s.slo.obj

@@ -24,7 +24,9 @@ import (
 // upstream, on the same goroutine (measureHeld). Every stamp is the
 // read's own, so every gap is exactly as long as if it were measured at
 // once; an observation lags its read by the time the client's write
-// takes.
+// takes. The stamp also notes when the write to the client began
+// (clientWriter) and when it returned (when the next read is asked for):
+// each token-bearing event's time inside the proxy and its write.
 type eventMeter struct {
 	rc   io.ReadCloser // the upstream's body
 	sink *sink
@@ -36,7 +38,8 @@ type eventMeter struct {
 	tally   events.Tally
 
 	// held is the last read, forwarded and not yet measured (a pooled
-	// buffer, nil when there is none), and heldAt its stamp.
+	// buffer, nil when there is none), and heldAt its stamp, its write's
+	// times noted as it is written.
 	held   *[]byte
 	heldAt events.Stamp
 }
@@ -54,7 +57,7 @@ func newEventMeter(body io.ReadCloser, s *sink, endpoint events.Endpoint, maxEve
 }
 
 func (m *eventMeter) Read(p []byte) (int, error) {
-	m.measureHeld()
+	m.measureHeld(time.Time{})
 	m.awaitUpstream()
 	n, err := m.rc.Read(p)
 	m.upstreamAnswered()
@@ -107,24 +110,31 @@ func (m *eventMeter) hold(p []byte) {
 var heldReads = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
 
 // measureHeld measures the read held since the last one, if any: its
-// bytes have gone to the client by now.
-func (m *eventMeter) measureHeld() {
+// bytes have gone to the client by now, and their write returned at now
+// (zero: read the clock, when the write began).
+func (m *eventMeter) measureHeld(now time.Time) {
 	if m.held == nil {
 		return
+	}
+	if !m.heldAt.Forwarded.IsZero() {
+		if now.IsZero() {
+			now = time.Now()
+		}
+		m.heldAt.Written = now
 	}
 	m.scan.Write(*m.held, m.heldAt)
 	heldReads.Put(m.held)
 	m.held = nil
 }
 
-// drain measures the read still held: what the end reads is then
-// complete. When reading the stream ended, it ends the scanner too, which
-// counts a stream cut in the middle of an event.
-func (m *eventMeter) drain() {
+// drain measures the read still held, whose write returned by at: what
+// the end reads is then complete. When reading the stream ended, it ends
+// the scanner too, which counts a stream cut in the middle of an event.
+func (m *eventMeter) drain(at time.Time) {
 	if m.scan == nil {
 		return
 	}
-	m.measureHeld()
+	m.measureHeld(at)
 	if m.readErr != nil && m.scan.End() && m.readErr == io.EOF {
 		m.sink.parseFailure(metrics.ParseTruncated)
 	}
@@ -148,6 +158,9 @@ func (m *eventMeter) onEvent(e events.Event, at events.Stamp) {
 		m.sink.firstToken(at.At.Sub(m.sink.start))
 	} else {
 		m.sink.gap(tok.Gap, tok.Tokens, at.At, at.Load)
+	}
+	if delay, write, ok := at.Forwarding(); ok {
+		m.sink.forwarded(delay, write)
 	}
 	if tok.Tokens > 0 {
 		m.sink.eventTokens(tok.Tokens)

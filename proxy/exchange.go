@@ -4,6 +4,8 @@ import (
 	"context"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -70,6 +72,13 @@ type exchange struct {
 	cancelUpstream context.CancelFunc
 	// span is the request's span, nil unless tracing is on (trace.go).
 	span trace.Span
+	// writer is the client's writer as the reverse proxy writes to it.
+	writer clientWriter
+	// trace hears from the transport when the request has been written
+	// to the upstream (wroteRequest), and written is then how long after
+	// t0 it was, 0 before: the request leg.
+	trace   httptrace.ClientTrace
+	written atomic.Int64
 }
 
 type exchangeKey struct{}
@@ -122,11 +131,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, ex *exchange) {
 		defer cancel()
 		ex.cancelUpstream = cancel
 	}
+	ex.trace.WroteRequest = ex.wroteRequest
+	ctx = httptrace.WithClientTrace(ctx, &ex.trace)
 	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
 	if body != nil {
 		out.Body = body
 	}
-	p.rp.ServeHTTP(w, out)
+	ex.writer = clientWriter{ResponseWriter: w, ex: ex}
+	p.rp.ServeHTTP(&ex.writer, out)
 }
 
 // respond sees the upstream's response headers and wraps its body in the
@@ -199,11 +211,14 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 			ex.code = statusClientClosed
 		}
 	}
-	e := ex.responseEnd(clientGone)
+	e := ex.responseEnd(clientGone, end)
 	ex.sink.end(e, end)
 	streaming := ex.sink.stream != nil
 	duration := end.Sub(ex.req.t0)
 	ex.metrics.Request(ex.req.labels, streaming, ex.code, duration)
+	if leg := ex.written.Load(); leg > 0 {
+		ex.metrics.RequestForwarded(ex.req.labels.Endpoint, time.Duration(leg))
+	}
 	if ex.span != nil {
 		ex.endSpan(end)
 	}
@@ -212,15 +227,24 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 	}
 }
 
-// responseEnd is how the response ended, from what its reader read: the
-// event stream's (once the read it still holds is measured) or the JSON
-// body's, with the outcome of a stream.
-func (ex *exchange) responseEnd(clientGone bool) responseEnd {
+// wroteRequest notes that the request has been written to the upstream,
+// on the transport's goroutine: the request leg ends. A request retried on
+// a fresh connection ends it at its last write.
+func (ex *exchange) wroteRequest(info httptrace.WroteRequestInfo) {
+	if info.Err == nil {
+		ex.written.Store(int64(max(time.Since(ex.req.t0), 1)))
+	}
+}
+
+// responseEnd is how the response ended, at end, from what its reader
+// read: the event stream's (once the read it still holds is measured) or
+// the JSON body's, with the outcome of a stream.
+func (ex *exchange) responseEnd(clientGone bool, end time.Time) responseEnd {
 	e := newResponseEnd()
 	e.engine = ex.engine
 	switch {
 	case ex.events != nil:
-		ex.events.drain()
+		ex.events.drain(end)
 		ex.events.end(&e)
 	case ex.json != nil:
 		ex.json.end(&e)

@@ -73,6 +73,9 @@ func startHarness(t testing.TB, upstream http.Handler, server func(*http.Server)
 		p.ServeHTTP(w, r)
 	}))
 	h.proxy.Config.DisableGeneralOptionsHandler = true
+	// Each request's t0 is when its first bytes arrived.
+	h.proxy.Listener = Listener(h.proxy.Listener, 0)
+	h.proxy.Config.ConnContext = ConnContext
 	// And accepts cleartext HTTP/2 beside HTTP/1.1, as with ITLPROXY_H2C.
 	h.proxy.Config.Protocols = new(http.Protocols)
 	h.proxy.Config.Protocols.SetHTTP1(true)

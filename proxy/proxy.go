@@ -134,10 +134,14 @@ func (p *Proxy) CloseIdleConnections() {
 // DisableGeneralOptionsHandler, so that OPTIONS * comes here too
 // (smuggling.go).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c := arrivalOf(r); c != nil {
+		// The next bytes on the connection are the next request's.
+		defer func() { c.served(time.Now()) }()
+	}
 	if closesAfter(r) {
 		w.Header().Set("Connection", "close")
 		if isUpgrade(r) {
-			p.refuseBody(w, r, p.labels(r, "", events.Other), time.Now(), errUpgradeWithBody)
+			p.refuseBody(w, r, p.labels(r, "", events.Other), startOf(r), errUpgradeWithBody)
 			return
 		}
 	}

@@ -32,7 +32,7 @@ type realtimeKey struct{}
 // realtime serves the Realtime API's WebSocket. Its model label comes
 // from the model query parameter.
 func (p *Proxy) realtime(w http.ResponseWriter, r *http.Request) {
-	t0 := time.Now()
+	t0 := startOf(r)
 	model := r.URL.Query().Get("model")
 	if model == "" {
 		model = p.cfg.DefaultModel
@@ -144,6 +144,9 @@ func (r *realtimeResponse) FirstDelta(ttft time.Duration, _ time.Time) { r.sink.
 func (r *realtimeResponse) Gap(d time.Duration, at time.Time) {
 	r.sink.gap(d, 0, at, r.sink.stream.InFlight())
 }
+
+// Forwarded records how a delta went through the proxy.
+func (r *realtimeResponse) Forwarded(delay, write time.Duration) { r.sink.forwarded(delay, write) }
 
 // End records how the response ended, on its sink, and ends its span.
 func (r *realtimeResponse) End(e realtime.End) {

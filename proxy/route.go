@@ -36,7 +36,7 @@ func (p *Proxy) routes() chi.Router {
 // forwards the same bytes.
 func (p *Proxy) measured(route string, api routeAPI) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		t0 := time.Now()
+		t0 := startOf(r)
 		body, err := readBody(r, p.cfg.MaxRequestBytes)
 		if err != nil {
 			p.refuseBody(w, r, p.labels(r, "", api.endpoint), t0, err)
@@ -71,7 +71,7 @@ func (p *Proxy) measured(route string, api routeAPI) http.HandlerFunc {
 // passthrough serves every other request: forwarded as it comes, counted
 // under endpoint "other".
 func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
-	t0 := time.Now()
+	t0 := startOf(r)
 	labels := p.labels(r, "", events.Other)
 	if r.ContentLength > p.cfg.MaxRequestBytes {
 		p.refuseBody(w, r, labels, t0, errBodyTooLarge)

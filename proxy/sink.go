@@ -97,6 +97,11 @@ func (s *sink) gap(d time.Duration, tokens int64, at time.Time, load int64) {
 	s.notable.add(s.stream.Gaps().Count, d, at, n)
 }
 
+// forwarded records how a token-bearing event went through the proxy:
+// delay inside it, from the read that completed it to the start of its
+// write to the client, and the write's own time.
+func (s *sink) forwarded(delay, write time.Duration) { s.stream.Forwarded(delay, write) }
+
 // eventTokens records the tokens one token-bearing event carried, when
 // the upstream reports them per event.
 func (s *sink) eventTokens(n int64) { s.stream.EventTokens(n) }
@@ -171,6 +176,8 @@ func (s *sink) record(e responseEnd, at time.Time) {
 		Gaps:         gaps.Count,
 		LongestGap:   gaps.Longest,
 		LongestGapAt: gaps.LongestAt,
+
+		ClientWriteWait: s.stream.WriteWait(),
 	})
 	s.timeline = nil
 }
@@ -215,5 +222,6 @@ func (s *sink) spanTiming(attrs []attribute.KeyValue, e responseEnd) []attribute
 	if s.notable.past > 0 {
 		attrs = append(attrs, attribute.Int("itlproxy.gap.events_dropped", s.notable.past))
 	}
+	attrs = append(attrs, attribute.Float64("itlproxy.client_write_wait", s.stream.WriteWait().Seconds()))
 	return attrs
 }

@@ -61,8 +61,16 @@ func (t *wsTee) copy(dst io.Writer, src io.Reader, from realtime.Side) (int64, e
 		n, rerr := src.Read(buf)
 		if n > 0 {
 			t.conn.Arrived(from, buf[:n], time.Now())
+			var fw realtime.Written
+			if from == realtime.Server {
+				// The upstream's deltas: their write to the client is timed.
+				fw.Start = time.Now()
+			}
 			w, werr := dst.Write(buf[:n])
-			t.conn.Measure(from)
+			if from == realtime.Server {
+				fw.End = time.Now()
+			}
+			t.conn.Measure(from, fw)
 			written += int64(w)
 			if werr == nil && w < n {
 				werr = io.ErrShortWrite
@@ -107,7 +115,7 @@ func (t *wsTee) Read(p []byte) (int, error) {
 func (t *wsTee) Write(p []byte) (int, error) {
 	t.conn.Arrived(realtime.Client, p, time.Now())
 	n, err := t.upstream.Write(p)
-	t.conn.Measure(realtime.Client)
+	t.conn.Measure(realtime.Client, realtime.Written{})
 	if err != nil {
 		t.ended(realtime.Server)
 	}

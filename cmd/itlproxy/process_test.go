@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/procfs"
 
 	"github.com/itlproxy/itlproxy/internal/e2e"
+	"github.com/itlproxy/itlproxy/proxy"
 )
 
 // rssKiB reads the resident memory of a process, in KiB.
@@ -132,7 +133,7 @@ func floodingUpstream(t *testing.T, event string, perStream int) (url string, to
 	}
 	// Small kernel send buffers on both sides, so that what sockets park
 	// stays small next to what the upstream has to send.
-	upLn := sendBufferListener{ln, 16 << 10}
+	upLn := proxy.Listener(ln, 16<<10)
 	go func() { _ = up.Serve(upLn) }()
 	t.Cleanup(func() { up.Close() })
 	return "http://" + upLn.Addr().String(), func() (n, streams int) {

@@ -208,9 +208,8 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		return fmt.Errorf("admin listener (ITLPROXY_ADMIN_ADDR=%q): %w", s.cfg.AdminAddr, err)
 	}
 	httpLog, _ := zap.NewStdLogAt(s.log.Named("http"), zap.WarnLevel)
-	if s.cfg.ClientSendBuffer > 0 {
-		proxyLn = sendBufferListener{proxyLn, int(s.cfg.ClientSendBuffer)}
-	}
+	// Each request's t0 is when its first bytes reached the proxy.
+	proxyLn = proxy.Listener(proxyLn, int(s.cfg.ClientSendBuffer))
 	proxySrv := &http.Server{
 		Handler: p,
 		// No ReadTimeout or WriteTimeout: they would cut long uploads and
@@ -222,6 +221,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		// The proxy answers OPTIONS * itself, closing the connection when
 		// its framing asks for it, as after every other request.
 		DisableGeneralOptionsHandler: true,
+		ConnContext:                  proxy.ConnContext,
 	}
 	adm := admin.New(admin.Options{Registry: s.reg, Recorder: s.recorder, StallThreshold: s.cfg.StallThreshold,
 		Reload: s.reload.Reload, Lifecycle: s.cfg.WebEnableLifecycle, Pprof: s.cfg.Pprof, Web: s.cfg.web, Log: s.log})

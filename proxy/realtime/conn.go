@@ -60,11 +60,14 @@ type Conn struct {
 type side struct {
 	c    *Conn
 	from Side
-	// frames, noted and at belong to the side's goroutine (and to Close,
-	// once measuring is false).
+	// frames, noted, at and written belong to the side's goroutine (and
+	// to Close, once measuring is false).
 	frames frameReader
 	noted  []byte
 	at     time.Time
+	// written is the forwarding of the bytes being measured: when their
+	// write began and returned, zero when not known.
+	written Written
 	// inFlight is the stamp (since Conn.t0, plus 1) of the bytes Arrived
 	// noted and Measure has not finished with, 0 for none: a
 	// response.created may have been caused by them.
@@ -129,10 +132,20 @@ func (c *Conn) Arrived(from Side, p []byte, at time.Time) {
 	s.inFlight.Store(int64(at.Sub(c.t0)) + 1)
 }
 
+// Written is when the write of a read's bytes to the other side began
+// (Start) and returned (End).
+type Written struct{ Start, End time.Time }
+
+// known reports whether the write's times were given.
+func (w Written) known() bool { return !w.Start.IsZero() && !w.End.IsZero() }
+
 // Measure measures the bytes from one side that Arrived noted, now that
-// they have been forwarded.
-func (c *Conn) Measure(from Side) {
+// they have been forwarded, as w says (zero: not known); each output
+// delta they complete is reported with its forwarding
+// (ResponseObserver.Forwarded).
+func (c *Conn) Measure(from Side, w Written) {
 	s := &c.sides[from]
+	s.written = w
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -161,7 +174,7 @@ func (c *Conn) Measure(from Side) {
 // Observe is Arrived and Measure at once, for bytes already forwarded.
 func (c *Conn) Observe(from Side, p []byte, at time.Time) {
 	c.Arrived(from, p, at)
-	c.Measure(from)
+	c.Measure(from, Written{})
 }
 
 // clientBefore reports whether bytes the client sent, read before at, are

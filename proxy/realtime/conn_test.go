@@ -19,6 +19,8 @@ type watched struct {
 	first bool
 	gaps  []time.Duration
 	ends  []End
+	// forwarded: each delta's forwarding, as delay and write.
+	forwarded [][2]time.Duration
 }
 
 func (w *watcher) Start(s Start) ResponseObserver {
@@ -33,6 +35,9 @@ func (w *watcher) Unreadable(f Failure) { w.fails = append(w.fails, f) }
 func (r *watched) FirstDelta(ttft time.Duration, _ time.Time) { r.ttft, r.first = ttft, true }
 func (r *watched) Gap(d time.Duration, _ time.Time)           { r.gaps = append(r.gaps, d) }
 func (r *watched) End(e End)                                  { r.ends = append(r.ends, e) }
+func (r *watched) Forwarded(delay, write time.Duration) {
+	r.forwarded = append(r.forwarded, [2]time.Duration{delay, write})
+}
 
 // script plays events through a Conn: each step is one side's event,
 // arriving ms milliseconds after the start.
@@ -190,7 +195,7 @@ func TestResponsesWaitForTheClient(t *testing.T) {
 		if len(w.started) != 0 {
 			t.Fatalf("started %+v before the client's bytes were measured", w.started)
 		}
-		c.Measure(Client)
+		c.Measure(Client, Written{})
 		c.Observe(Server, text([4]byte{}, delta("response.output_audio.delta", "r1")), at(20))
 		c.Close(at(30))
 		if len(w.started) != 1 || w.started[0].ByServer || !w.started[0].At.Equal(at(0)) ||
@@ -207,7 +212,7 @@ func TestResponsesWaitForTheClient(t *testing.T) {
 		if len(w.started) != 1 || !w.started[0].ByServer || !w.started[0].At.Equal(at(3)) {
 			t.Fatalf("started %+v; want the server's own response, at its response.created", w.started)
 		}
-		c.Measure(Client)
+		c.Measure(Client, Written{})
 		c.Close(at(30))
 	})
 	t.Run("no create among them", func(t *testing.T) {
@@ -216,12 +221,39 @@ func TestResponsesWaitForTheClient(t *testing.T) {
 		c.Arrived(Client, text(clientMask, `{"type":"input_audio_buffer.append","audio":"AAAA"}`), at(0))
 		c.Observe(Server, text([4]byte{}, created("r1")), at(3))
 		c.Observe(Server, text([4]byte{}, delta("response.output_audio.delta", "r1")), at(10))
-		c.Measure(Client)
+		c.Measure(Client, Written{})
 		c.Close(at(30))
 		if len(w.started) != 1 || !w.started[0].ByServer || !w.started[0].At.Equal(at(3)) || w.resps[0].ttft != ms(7) {
 			t.Fatalf("started %+v, TTFT %v; want the server's own response, TTFT 7ms", w.started, w.resps[0].ttft)
 		}
 	})
+}
+
+// TestDeltasForwarded: each output delta is reported with the forwarding
+// of the read that completed it (from the read to the write's start, and
+// the write), whether the response had started or was waiting for the
+// client's bytes; bytes measured without a write's times report none.
+func TestDeltasForwarded(t *testing.T) {
+	var w watcher
+	c := New(Config{MaxMessageBytes: 1 << 20}, &w)
+	forward := func(p []byte, ms int, delay, write time.Duration) {
+		c.Arrived(Server, p, at(ms))
+		start := at(ms).Add(delay)
+		c.Measure(Server, Written{Start: start, End: start.Add(write)})
+	}
+	c.Arrived(Client, text(clientMask, create), at(0))
+	forward(text([4]byte{}, created("r1")), 3, time.Microsecond, time.Microsecond)
+	// Held until the client's bytes are measured: the first and a gap.
+	forward(text([4]byte{}, delta("response.output_audio.delta", "r1")), 10, 2*time.Microsecond, ms(1))
+	forward(text([4]byte{}, delta("response.output_audio.delta", "r1")), 14, 3*time.Microsecond, ms(2))
+	c.Measure(Client, Written{})
+	forward(text([4]byte{}, delta("response.output_audio.delta", "r1")), 20, 4*time.Microsecond, ms(3))
+	c.Observe(Server, text([4]byte{}, delta("response.output_audio.delta", "r1")), at(25))
+	c.Close(at(30))
+	want := [][2]time.Duration{{2 * time.Microsecond, ms(1)}, {3 * time.Microsecond, ms(2)}, {4 * time.Microsecond, ms(3)}}
+	if len(w.resps) != 1 || !slices.Equal(w.resps[0].forwarded, want) || len(w.resps[0].gaps) != 3 {
+		t.Fatalf("forwarded %v, gaps %v; want %v for the three deltas whose write was timed, and 3 gaps", w.resps[0].forwarded, w.resps[0].gaps, want)
+	}
 }
 
 // TestConnClose: a Close frame says who ended the connection before
@@ -236,7 +268,7 @@ func TestConnClose(t *testing.T) {
 	c.Observe(Server, append(text([4]byte{}, delta("response.output_audio.delta", "r1")), 0x81, 0x05, 'a'), at(2))
 	c.Arrived(Server, text([4]byte{}, delta("response.output_audio.delta", "r1")), at(3))
 	c.Close(at(4))
-	c.Measure(Server)
+	c.Measure(Server, Written{})
 	c.Observe(Server, text([4]byte{}, done("r1", "completed", 1)), at(5))
 	r := w.resps[0]
 	if len(r.ends) != 1 || r.ends[0].Outcome != ClientGone || r.ends[0].Deltas != 1 || !r.ends[0].At.Equal(at(4)) {

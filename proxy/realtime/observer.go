@@ -22,6 +22,11 @@ type ResponseObserver interface {
 	FirstDelta(ttft time.Duration, at time.Time)
 	// Gap: an output delta arrived at at, d after the one before it.
 	Gap(d time.Duration, at time.Time)
+	// Forwarded: the delta just reported (by FirstDelta or Gap) spent
+	// delay between the read that completed it returning and the start of
+	// its write to the other side, and write in that write; called only
+	// when Conn.Measure was given the write's times.
+	Forwarded(delay, write time.Duration)
 	// End: the response ended; called once, last.
 	End(e End)
 }

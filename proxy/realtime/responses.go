@@ -57,11 +57,14 @@ type response struct {
 	waiting bool
 	created time.Time
 	held    []heldGap
+	// firstWritten is the forwarding of the first delta, held with it.
+	firstWritten Written
 }
 
 type heldGap struct {
-	d  time.Duration
-	at time.Time
+	d       time.Duration
+	at      time.Time
+	written Written
 }
 
 // responses matches a connection's events into responses.
@@ -102,7 +105,7 @@ func (c *Conn) event(from Side, data []byte, at time.Time) {
 		}
 	case events.RealtimeDelta:
 		if a := r.find(e.ResponseID); from == Server && a != nil && e.Token {
-			a.delta(c.obs, r, e.Event, at)
+			a.delta(c.obs, r, e.Event, at, c.sides[from].written)
 		}
 	case events.RealtimeResponseDone:
 		if i := r.index(e.ResponseID); from == Server && i >= 0 {
@@ -173,9 +176,11 @@ func (r *responses) start(obs Observer, a *response) {
 		a.waiting = false
 		if a.tally.Events > 0 {
 			a.obs.FirstDelta(a.tally.First.Sub(a.start), a.tally.First)
+			forwarded(a.obs, a.tally.First, a.firstWritten)
 		}
 		for _, g := range a.held {
 			a.obs.Gap(g.d, g.at)
+			forwarded(a.obs, g.at, g.written)
 		}
 		a.held = nil
 	}
@@ -216,16 +221,21 @@ func (r *responses) find(responseID []byte) *response {
 	return nil
 }
 
-// delta counts an output delta. A response whose start is not yet known
-// holds its gaps (a few: the client's bytes take microseconds to measure),
-// up to maxHeld: then it starts without waiting more.
-func (a *response) delta(obs Observer, r *responses, e events.Event, at time.Time) {
+// delta counts an output delta, which arrived at at and was forwarded as
+// w says. A response whose start is not yet known holds its gaps (a few:
+// the client's bytes take microseconds to measure), up to maxHeld: then it
+// starts without waiting more.
+func (a *response) delta(obs Observer, r *responses, e events.Event, at time.Time, w Written) {
 	tok, ok := a.tally.Add(e, at)
 	switch {
 	case !ok:
+		return
 	case a.waiting && tok.First:
+		a.firstWritten = w
+		return
 	case a.waiting && len(a.held) < maxHeld:
-		a.held = append(a.held, heldGap{tok.Gap, at})
+		a.held = append(a.held, heldGap{tok.Gap, at, w})
+		return
 	case a.waiting:
 		r.start(obs, a)
 		a.obs.Gap(tok.Gap, at)
@@ -233,6 +243,14 @@ func (a *response) delta(obs Observer, r *responses, e events.Event, at time.Tim
 		a.obs.FirstDelta(at.Sub(a.start), at)
 	default:
 		a.obs.Gap(tok.Gap, at)
+	}
+	forwarded(a.obs, at, w)
+}
+
+// forwarded reports a delta's forwarding, when its write is known.
+func forwarded(obs ResponseObserver, at time.Time, w Written) {
+	if w.known() {
+		obs.Forwarded(w.Start.Sub(at), w.End.Sub(w.Start))
 	}
 }
 

@@ -25,8 +25,10 @@ type entryJSON struct {
 	Gaps         int       `json:"gaps"`
 	LongestGap   float64   `json:"longest_gap_seconds"`
 	LongestGapAt int       `json:"longest_gap_index"`
-	Timeline     []gapJSON `json:"timeline"`
-	Rest         *restJSON `json:"rest,omitempty"`
+	// ClientWriteWait: the stream's writes to the client, summed.
+	ClientWriteWait float64   `json:"client_write_wait_seconds"`
+	Timeline        []gapJSON `json:"timeline"`
+	Rest            *restJSON `json:"rest,omitempty"`
 }
 
 type gapJSON struct {
@@ -49,7 +51,8 @@ func (e *Entry) MarshalJSON() ([]byte, error) {
 		Start: e.Start.UTC(), Duration: e.Duration.Seconds(), Outcome: e.Outcome,
 		TTFT: known(e.TTFT), TPOT: known(e.TPOT),
 		Gaps: e.Gaps, LongestGap: e.LongestGap.Seconds(), LongestGapAt: e.LongestGapAt,
-		Timeline: make([]gapJSON, len(e.Timeline)),
+		ClientWriteWait: e.ClientWriteWait.Seconds(),
+		Timeline:        make([]gapJSON, len(e.Timeline)),
 	}
 	if e.OutputTokens >= 0 {
 		j.OutputTokens = &e.OutputTokens

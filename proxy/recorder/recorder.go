@@ -42,6 +42,10 @@ type Stream struct {
 	Gaps         int
 	LongestGap   time.Duration
 	LongestGapAt int
+	// ClientWriteWait is the time the stream's token-bearing events took
+	// to be written to the client, summed: long when the client read
+	// slowly, which its gaps then include.
+	ClientWriteWait time.Duration
 }
 
 // Entry is one recorded stream. It is never changed once recorded.

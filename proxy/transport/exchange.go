@@ -77,6 +77,10 @@ func (t *Lean) exchange(req *http.Request, conn net.Conn, addr string) (*http.Re
 		}
 		bw.Reset(nil)
 		writers.Put(bw)
+		if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.WroteRequest != nil {
+			// As http.Transport does: the request is written (or failed).
+			trace.WroteRequest(httptrace.WroteRequestInfo{Err: err})
+		}
 		b.written <- err
 	}()
 	b.br = readers.Get().(*bufio.Reader)

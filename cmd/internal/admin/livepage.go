@@ -61,10 +61,12 @@ type pageStream struct {
 	Link    string
 	TTFT    string
 	Longest string
-	Bars    []pageBar
-	Stalls  []int // the gap indices (from 1) over the stall threshold
-	Rest    string
-	Width   int // the drawing's width: one unit per bar
+	// WriteWait is the stream's client write wait.
+	WriteWait string
+	Bars      []pageBar
+	Stalls    []int // the gap indices (from 1) over the stall threshold
+	Rest      string
+	Width     int // the drawing's width: one unit per bar
 }
 
 // pageBar is one gap's bar, in the drawing's units. Most gaps are bare
@@ -189,6 +191,8 @@ func (s *Server) drawStream(e *recorder.Entry) pageStream {
 		Link:    streamLink(e),
 		TTFT:    "-",
 		Longest: e.LongestGap.Round(100 * time.Microsecond).String(),
+
+		WriteWait: e.ClientWriteWait.Round(100 * time.Microsecond).String(),
 	}
 	if e.TTFT >= 0 {
 		ps.TTFT = e.TTFT.Round(time.Millisecond).String()

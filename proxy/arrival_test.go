@@ -1,0 +1,225 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/proxy/recorder"
+)
+
+// arrivalUpstream streams three token events, the first after firstToken.
+func arrivalUpstream(firstToken time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		chunks := [][]byte{
+			[]byte(`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n"),
+			[]byte(`data: {"choices":[{"index":0,"delta":{"content":"b"}}]}` + "\n\n"),
+			[]byte(`data: {"choices":[{"index":0,"delta":{"content":"c"}}]}` + "\n\ndata: [DONE]\n\n"),
+		}
+		writeChunks(w, r, chunks, []time.Duration{firstToken})
+	})
+}
+
+const arrivalBody = `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+
+// rawRequest writes one streaming chat request on c and reads its
+// response to its end.
+func rawRequest(t *testing.T, c net.Conn, br *bufio.Reader) {
+	t.Helper()
+	if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		len(arrivalBody), arrivalBody); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "[DONE]") {
+		t.Fatalf("%s: %s", resp.Status, body)
+	}
+}
+
+// TestIdleConnectionNotCharged: a connection opened 300 ms before its
+// request (clients preconnect), and a keep-alive connection idle 300 ms
+// between two requests, charge none of it to the requests' TTFT, request
+// leg or duration: t0 is when each request's bytes came.
+func TestIdleConnectionNotCharged(t *testing.T) {
+	const firstToken = 20 * time.Millisecond
+	h := newHarness(t, arrivalUpstream(firstToken))
+	c, err := net.Dial("tcp", h.proxy.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReader(c)
+	for range 2 {
+		time.Sleep(300 * time.Millisecond)
+		rawRequest(t, c, br)
+	}
+	h.waitServed(2)
+	for _, f := range []struct {
+		name    string
+		atLeast time.Duration
+	}{
+		{"itlproxy_time_to_first_token_seconds", firstToken},
+		{"itlproxy_request_forward_seconds", 0},
+		{"itlproxy_request_duration_seconds", firstToken},
+	} {
+		n, sum := h.hist(f.name)
+		mean := time.Duration(sum / float64(n) * float64(time.Second))
+		if n != 2 || mean < f.atLeast || mean > f.atLeast+150*time.Millisecond {
+			t.Errorf("%s: %d observations, mean %v; want 2, from %v to well under the 300ms the connection sat idle", f.name, n, mean, f.atLeast)
+		}
+	}
+}
+
+// holdListener holds the first read of each connection it accepts for
+// hold: a proxy too busy to read what arrived.
+type holdListener struct {
+	net.Listener
+	hold time.Duration
+}
+
+func (l holdListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return c, err
+	}
+	return &holdConn{Conn: c, hold: l.hold}, nil
+}
+
+type holdConn struct {
+	net.Conn
+	hold time.Duration
+	once sync.Once
+}
+
+func (c *holdConn) Read(p []byte) (int, error) {
+	c.once.Do(func() { time.Sleep(c.hold) })
+	return c.Conn.Read(p)
+}
+
+// NetConn returns the connection it holds the reads of, as tls.Conn's
+// does, so that ConnContext finds the timed one.
+func (c *holdConn) NetConn() net.Conn { return c.Conn }
+
+// TestBusyProxyCharged: a request whose bytes waited 50 ms for a proxy
+// too busy to read them has that wait in its TTFT, request leg and
+// duration: on a new connection, t0 is no later than its accept.
+func TestBusyProxyCharged(t *testing.T) {
+	const firstToken, hold = 20 * time.Millisecond, 50 * time.Millisecond
+	h := newHarness(t, arrivalUpstream(firstToken))
+	// The same proxy, served on a listener whose first read of each
+	// connection waits: outside the timed one, as a busy server's
+	// goroutine would be late to read.
+	busy := httptest.NewUnstartedServer(h.proxy.Config.Handler)
+	busy.Listener = holdListener{Listener: Listener(busy.Listener, 0), hold: hold}
+	busy.Config.ConnContext = ConnContext
+	busy.Start()
+	defer busy.Close()
+	c, err := net.Dial("tcp", busy.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rawRequest(t, c, bufio.NewReader(c))
+	h.waitServed(1)
+	for _, f := range []struct {
+		name    string
+		atLeast time.Duration
+	}{
+		{"itlproxy_time_to_first_token_seconds", hold + firstToken},
+		{"itlproxy_request_forward_seconds", hold},
+		{"itlproxy_request_duration_seconds", hold + firstToken},
+	} {
+		n, sum := h.hist(f.name)
+		if d := time.Duration(sum * float64(time.Second)); n != 1 || d < f.atLeast {
+			t.Errorf("%s: %d observations, %v; want 1, of at least %v", f.name, n, d, f.atLeast)
+		}
+	}
+}
+
+// TestSlowReaderWaitsInTheWrite: a client that stops reading for 500 ms
+// mid-stream makes the proxy's writes wait, once the sockets between them
+// are full: the wait is in the client write histogram and in the stream's
+// record (its client write wait), while every event's own delay inside
+// the proxy stays under a millisecond.
+func TestSlowReaderWaitsInTheWrite(t *testing.T) {
+	const events, pause = 32, 500 * time.Millisecond
+	rec := recorder.New(recorder.Options{Last: 10, MaxGaps: 256})
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		chunk := []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + strings.Repeat("a", 4000) + `"}}]}` + "\n\n")
+		chunks := make([][]byte, events)
+		for i := range chunks {
+			chunks[i] = chunk
+		}
+		writeChunks(w, r, append(chunks, []byte("data: [DONE]\n\n")), nil)
+	}), func(c *Config, _ *metrics.Options) { c.Recorder = rec })
+	slow := httptest.NewUnstartedServer(h.proxy.Config.Handler)
+	slow.Listener = Listener(slow.Listener, 16<<10)
+	slow.Config.ConnContext = ConnContext
+	slow.Start()
+	defer slow.Close()
+
+	c, err := net.Dial("tcp", slow.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(16 << 10)
+	if _, err := fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nX-Request-Id: slow-reader\r\nContent-Length: %d\r\n\r\n%s",
+		len(arrivalBody), arrivalBody); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReaderSize(c, 1<<10)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 4<<10)
+	if _, err := io.ReadFull(resp.Body, first); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(pause) // the client stops reading
+	rest, _ := io.ReadAll(resp.Body)
+	if !strings.HasSuffix(string(rest), "[DONE]\n\n") {
+		t.Fatalf("the stream did not reach its end: %d bytes", len(first)+len(rest))
+	}
+	h.waitServed(1)
+
+	fs := h.metrics()
+	n, wrote := fs.Histogram("itlproxy_client_write_seconds", "endpoint", "chat_completions")
+	if n != events || time.Duration(wrote*float64(time.Second)) < pause*8/10 {
+		t.Errorf("client writes: %d observations, %.3fs in all; want %d, and most of the %v pause", n, wrote, events, pause)
+	}
+	delay := fs.Buckets("itlproxy_event_delay_seconds", "endpoint", "chat_completions")
+	underMillisecond := uint64(0)
+	for i, b := range delay.Bounds {
+		if b == 0.001 {
+			underMillisecond = delay.Cumulative[i]
+		}
+	}
+	if delay.Count != events || underMillisecond != events {
+		t.Errorf("own delay: %d observations, %d under 1ms (sum %.6fs); want every one of %d", delay.Count, underMillisecond, delay.Sum, events)
+	}
+	e := rec.Get("slow-reader")
+	if e == nil {
+		t.Fatal("the stream is not recorded")
+	}
+	if e.ClientWriteWait < pause*8/10 || (e.ClientWriteWait-time.Duration(wrote*float64(time.Second))).Abs() > time.Millisecond {
+		t.Errorf("the stream's record: %+v; want its client write wait, most of the %v pause, as the histogram's sum %.3fs", e, pause, wrote)
+	}
+	t.Logf("client writes %.3fs in all; own delay %.6fs in all; recorded write wait %v", wrote, delay.Sum, e.ClientWriteWait)
+}
