@@ -76,6 +76,10 @@ var contract = []family{
 	{"itlproxy_client_write_seconds", typeHistogram, []string{"endpoint"}, []string{
 		"Time the write of each token-bearing event to the client took"}, []string{
 		"backpressure", "client_write_wait_seconds", "itlproxy_event_delay_seconds"}},
+	{"itlproxy_scheduler_latency_seconds", typeHistogram, nil, []string{
+		"Time the proxy's goroutines waited to run once ready", "as the Go runtime samples it"}, []string{
+		"/sched/latencies", "at each scrape", "before a read returns", "itlproxy_event_delay_seconds",
+		"a quarter of a doubling"}},
 	{"itlproxy_request_forward_seconds", typeHistogram, []string{"endpoint"}, []string{
 		"Time from t0 to the request written to the upstream"}, []string{
 		"the request leg", "every request the upstream received", "a pooled connection"}},

@@ -34,7 +34,7 @@ func (m *Metrics) forwardingCollectors(r *registrar) {
 		"Time from t0 to the request written to the upstream: reading and inspecting it, routing, and "+
 			"the connection to the upstream.",
 		requestForwardBuckets, "endpoint")
-	r.register(newSchedulerCollector())
+	r.register(newSchedulerCollector(r.nativeBreakdowns))
 }
 
 // RequestForwarded records a request written to the upstream d after its

@@ -138,12 +138,13 @@ func newResponseEnd() responseEnd {
 // timing, and its span's attributes and notable gaps. Whoever owns the
 // span ends it.
 func (s *sink) end(e responseEnd, at time.Time) {
+	// The tokens first: a stream counted as ended has its tokens counted.
+	s.metrics.Tokens(s.labels, e.usage.input, e.usage.output)
+	s.metrics.Engine(s.labels, e.engine.tpot, e.engine.ttft, e.stream.TPOT)
 	if s.stream != nil {
 		s.stream.End(e.stream)
 		s.record(e, at)
 	}
-	s.metrics.Tokens(s.labels, e.usage.input, e.usage.output)
-	s.metrics.Engine(s.labels, e.engine.tpot, e.engine.ttft, e.stream.TPOT)
 	if s.span != nil {
 		s.endSpan(e)
 	}
