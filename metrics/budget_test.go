@@ -435,6 +435,15 @@ func beyondTable(t *testing.T, scenario int) string {
 			s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
 		}},
 		{"non-streamed requests", func(m *Metrics) { m.Request(l, false, 200, time.Second) }},
+		{"balanced over upstream endpoints: each endpoint the model's streams went to (a gateway in front of a headless Service)", func(m *Metrics) {
+			m.UpstreamsChanged([]string{"10.0.0.1:8000"}, nil)
+			m.UpstreamEjected("10.0.0.1:8000")
+			s := m.StartStream(l, IDs{})
+			s.SetUpstream("10.0.0.1:8000")
+			s.FirstToken(time.Millisecond)
+			s.Gap(time.Millisecond, 0)
+			s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
+		}},
 	}
 	count := func(extra ...func(m *Metrics)) int {
 		m, reg := newTestMetrics(t, budgetOptions(false))

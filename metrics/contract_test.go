@@ -80,6 +80,22 @@ var contract = []family{
 		"Time the proxy's goroutines waited to run once ready", "as the Go runtime samples it"}, []string{
 		"/sched/latencies", "at each scrape", "before a read returns", "itlproxy_event_delay_seconds",
 		"a quarter of a doubling"}},
+	{"itlproxy_upstream_streams_in_flight", typeGauge, []string{"model", "upstream"}, []string{
+		"Streams in flight on each upstream endpoint"}, []string{"load band", "its endpoint's count"}},
+	{"itlproxy_upstream_time_to_first_token_seconds", typeHistogram, []string{"model", "upstream"}, []string{
+		"Time to first token of each stream, from t0", "by the upstream endpoint that served it"}, []string{
+		"every TTFT objective as a bound"}},
+	{"itlproxy_upstream_inter_token_latency_seconds", typeHistogram, []string{"model", "upstream"}, []string{
+		"Inter-token latency of each gap", "by the upstream endpoint that served the stream"}, []string{
+		"ITLPROXY_UPSTREAM_MAX_ENDPOINTS", "once its last stream has ended", "every ITL objective as a bound"}},
+	{"itlproxy_upstream_streams_total", typeCounter, []string{"model", "outcome", "upstream"}, []string{
+		"Streams ended, by the upstream endpoint that served them"}, []string{"retried on another endpoint"}},
+	{"itlproxy_upstream_endpoints", typeGauge, nil, []string{"Upstream endpoints the proxy balances over"}, []string{
+		"exit 2"}},
+	{"itlproxy_upstream_resolve_failures_total", typeCounter, nil, []string{"Resolutions of the upstream's name that failed"}, []string{
+		"once per outage"}},
+	{"itlproxy_upstream_ejections_total", typeCounter, []string{"upstream"}, []string{
+		"refused a connection and was set aside"}, []string{"Passive"}},
 	{"itlproxy_request_forward_seconds", typeHistogram, []string{"endpoint"}, []string{
 		"Time from t0 to the request written to the upstream"}, []string{
 		"the request leg", "every request the upstream received", "a pooled connection"}},
@@ -261,6 +277,11 @@ func recordEveryFamily(t *testing.T) *prometheus.Registry {
 	s.FirstToken(time.Second)
 	s.Forwarded(20*time.Microsecond, 40*time.Microsecond)
 	m.RequestForwarded(l.Endpoint, 300*time.Microsecond)
+	// A stream balanced to an upstream endpoint.
+	m.UpstreamsChanged([]string{"10.0.0.1:8000"}, nil)
+	m.UpstreamResolveFailed()
+	m.UpstreamEjected("10.0.0.1:8000")
+	s.SetUpstream("10.0.0.1:8000")
 	for range minGapsForMedian {
 		s.Gap(10*time.Millisecond, 0)
 	}

@@ -137,6 +137,9 @@ type Metrics struct {
 	loadUpper  *prometheus.GaugeVec
 	load       loadState
 
+	// The upstream endpoints the proxy balances over (upstream.go).
+	up upstreams
+
 	// What the proxy adds (forwarding.go).
 	eventDelay     *prometheus.HistogramVec
 	clientWrite    *prometheus.HistogramVec
@@ -172,6 +175,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	m.sessionCollectors(r, opts.SLOs)
 	m.engineCollectors(r)
 	m.forwardingCollectors(r)
+	m.upstreamCollectors(r, opts.SLOs)
 	buildInfo(r, opts)
 	if r.err != nil {
 		return nil, r.err

@@ -10,9 +10,10 @@ import (
 )
 
 // IDs identify a request in exemplars, so that a point on a latency panel
-// leads to the request, its session and its trace. Any may be empty.
+// leads to the request, its session and its trace, and the upstream
+// endpoint that served it (set by Stream.SetUpstream). Any may be empty.
 type IDs struct {
-	Request, Session, Trace string
+	Request, Session, Trace, Upstream string
 }
 
 // band is a label value for a range of positions or turns, up to upTo.
@@ -76,6 +77,9 @@ type Stream struct {
 
 	tokensPerEvent prometheus.Observer
 	fwd            forwarding
+	// up is the upstream endpoint the stream was sent to, nil unless the
+	// proxy balances over several (SetUpstream).
+	up *streamUpstream
 
 	// The stream's gaps: how many, the longest and its index (from 1),
 	// what the histograms, the span and the stream recorder all read.
@@ -153,6 +157,9 @@ func (s *Stream) FirstToken(d time.Duration) {
 	_, ttft := s.byLoad.at(s.ttftBand)
 	ttft.Observe(d.Seconds())
 	s.slo.judge(kindTTFT, d)
+	if s.up != nil {
+		s.up.ttft.Observe(d.Seconds())
+	}
 	if s.turn > 0 {
 		s.m.ttftByTurn.WithLabelValues(s.labels.Model, turnBands[bandOf(turnBands, s.turn)].label).Observe(d.Seconds())
 	}
@@ -204,6 +211,9 @@ func (s *Stream) GapInFlight(d time.Duration, tokens, inFlight int64) Notable {
 	s.position.Observe(d.Seconds())
 	itl, _ := s.byLoad.at(loadBand(inFlight))
 	itl.Observe(d.Seconds())
+	if s.up != nil {
+		s.up.itl.Observe(d.Seconds())
+	}
 	s.sketch.add(d)
 	n := Notable{OverObjective: s.slo.judge(kindITL, d)}
 	if s.stalls != nil && d > s.m.stallThreshold {
@@ -261,6 +271,10 @@ func (s *Stream) End(e StreamEnd) {
 	s.load.streams.Add(-1)
 	m, l := s.m, s.labels
 	m.streams.WithLabelValues(l.Model, l.Endpoint, e.Outcome, l.Tenant).Inc()
+	if s.up != nil {
+		m.up.streams.WithLabelValues(l.Model, s.up.label, e.Outcome).Inc()
+		s.leaveUpstream()
+	}
 	if e.TPOT >= 0 {
 		m.tpot.WithLabelValues(l.Model, l.Endpoint).Observe(e.TPOT.Seconds())
 		m.tpotByContext.WithLabelValues(l.Model, l.Endpoint, contextBand(e.InputTokens)).Observe(e.TPOT.Seconds())
@@ -343,6 +357,7 @@ func exemplarLabels(ids IDs) prometheus.Labels {
 	}{
 		{"trace_id", ids.Trace, 32},
 		{"request_id", ids.Request, 48},
+		{"upstream", ids.Upstream, 47}, // an IPv6 address and port, whole
 		{"session_id", ids.Session, prometheus.ExemplarMaxRunes},
 	} {
 		v := strings.ToValidUTF8(f.value, "")

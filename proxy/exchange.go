@@ -13,6 +13,7 @@ import (
 
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/events"
+	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
 // request is what the proxy knows of a request when its exchange starts:
@@ -74,6 +75,10 @@ type exchange struct {
 	span trace.Span
 	// writer is the client's writer as the reverse proxy writes to it.
 	writer clientWriter
+	// upstream is the endpoint the request was sent to, nil unless the
+	// proxy balances over several (balance.go): the exchange holds one of
+	// its requests in flight until it ends.
+	upstream *upstream.Endpoint
 	// trace hears from the transport when the request has been written
 	// to the upstream (wroteRequest), and written is then how long after
 	// t0 it was, 0 before: the request leg.
@@ -218,6 +223,9 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 	ex.metrics.Request(ex.req.labels, streaming, ex.code, duration)
 	if leg := ex.written.Load(); leg > 0 {
 		ex.metrics.RequestForwarded(ex.req.labels.Endpoint, time.Duration(leg))
+	}
+	if ex.upstream != nil {
+		ex.upstream.Release()
 	}
 	if ex.span != nil {
 		ex.endSpan(end)

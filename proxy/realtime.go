@@ -14,6 +14,7 @@ import (
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/events"
 	"github.com/itlproxy/itlproxy/proxy/realtime"
+	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
 // The Realtime API: GET /v1/realtime?model=..., upgraded to a WebSocket
@@ -115,6 +116,9 @@ var realtimeOutcomes = [...]string{
 type realtimeResponse struct {
 	sink sink
 	span trace.Span // nil unless traced
+	// upstream is the connection's upstream endpoint, nil unless the proxy
+	// balances over several.
+	upstream *upstream.Endpoint
 }
 
 // Start starts a response's stream. Its exemplars carry the response's
@@ -125,7 +129,7 @@ func (c *realtimeConn) Start(s realtime.Start) realtime.ResponseObserver {
 	if validID(s.ResponseID) {
 		ids.Request = s.ResponseID
 	}
-	r := &realtimeResponse{}
+	r := &realtimeResponse{upstream: ex.upstream}
 	if ex.span != nil {
 		_, r.span = c.p.cfg.Tracer.Start(trace.ContextWithSpan(context.Background(), ex.span), "realtime response",
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(s.At), trace.WithAttributes(
@@ -133,6 +137,9 @@ func (c *realtimeConn) Start(s realtime.Start) realtime.ResponseObserver {
 				attribute.Bool("itlproxy.realtime.server_initiated", s.ByServer)))
 	}
 	r.sink = newSink(ex.metrics, ex.req.labels, ids, s.At, 0, c.p.cfg.Recorder, r.span)
+	if ex.upstream != nil {
+		r.sink.setUpstream(ex.upstream.Label)
+	}
 	r.sink.readEvents()
 	return r
 }
@@ -158,7 +165,8 @@ func (r *realtimeResponse) End(e realtime.End) {
 	if r.span == nil {
 		return
 	}
-	r.span.SetAttributes(attribute.Bool("itlproxy.realtime.cancel_requested", e.CancelRequested))
+	r.span.SetAttributes(peerAttributes([]attribute.KeyValue{attribute.Bool("itlproxy.realtime.cancel_requested", e.CancelRequested)},
+		r.upstream)...)
 	if end.stream.Outcome == metrics.OutcomeUpstreamError {
 		r.span.SetStatus(codes.Error, "")
 	}

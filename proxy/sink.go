@@ -28,6 +28,9 @@ type sink struct {
 	// turn is the response's place in its conversation as its request
 	// numbers it, 0 when unknown (metrics.Metrics.StartTurn).
 	turn int
+	// upstream is the label of the upstream endpoint the request was sent
+	// to, "" unless the proxy balances over several.
+	upstream string
 	// stream is the response's stream, nil unless it counts as one.
 	stream *metrics.Stream
 	// ttft is the stream's time to first token, -1 before it.
@@ -58,6 +61,17 @@ func newSink(m *metrics.Metrics, l metrics.Labels, ids metrics.IDs, start time.T
 func (s *sink) startStream() {
 	if s.stream == nil {
 		s.stream = s.metrics.StartTurn(s.labels, s.ids, s.turn)
+		if s.upstream != "" {
+			s.stream.SetUpstream(s.upstream)
+		}
+	}
+}
+
+// setUpstream notes the upstream endpoint the request goes to.
+func (s *sink) setUpstream(label string) {
+	s.upstream, s.ids.Upstream = label, label
+	if s.stream != nil {
+		s.stream.SetUpstream(label)
 	}
 }
 
@@ -167,6 +181,7 @@ func (s *sink) record(e responseEnd, at time.Time) {
 		Endpoint:     l.Endpoint,
 		Tenant:       l.Tenant,
 		Class:        l.Class,
+		Upstream:     s.upstream,
 		Start:        s.start,
 		Duration:     at.Sub(s.start),
 		Outcome:      e.stream.Outcome,

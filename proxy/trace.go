@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/events"
+	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
 // Tracing, when Config.Tracer is set: one server span per request, from
@@ -99,6 +101,24 @@ func attrText(s string, n int) string {
 	return s[:n]
 }
 
+// peerAttributes appends the upstream endpoint a request was sent to, as
+// OpenTelemetry's network.peer.address and network.peer.port (server.address
+// stays the upstream's name); nothing for no endpoint.
+func peerAttributes(attrs []attribute.KeyValue, e *upstream.Endpoint) []attribute.KeyValue {
+	if e == nil {
+		return attrs
+	}
+	host, port, err := net.SplitHostPort(e.Addr)
+	if err != nil {
+		return attrs
+	}
+	attrs = append(attrs, attribute.String("network.peer.address", host))
+	if n, err := strconv.Atoi(port); err == nil {
+		attrs = append(attrs, attribute.Int("network.peer.port", n))
+	}
+	return attrs
+}
+
 // propagate makes the exchange's span the parent of the upstream request,
 // in place of the client's traceparent. Without a span the client's
 // headers pass as they came.
@@ -154,6 +174,7 @@ func (ex *exchange) endSpan(end time.Time) {
 	if ex.req.labels.Model != "" {
 		attrs = append(attrs, attribute.String("itlproxy.model", ex.req.labels.Model))
 	}
+	attrs = peerAttributes(attrs, ex.upstream)
 	span.SetAttributes(attrs...)
 	if ex.code >= 500 || ex.failure == upstreamFailed {
 		span.SetStatus(codes.Error, "")

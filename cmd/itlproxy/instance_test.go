@@ -104,16 +104,23 @@ func startAdmin(t *testing.T, args []string, environ map[string]string, scheme s
 // scrape reads /metrics as Prometheus does.
 func (in *instance) scrape() scrape.Families {
 	in.t.Helper()
-	resp, err := http.Get("http://" + in.admin + "/metrics")
+	return scrapeAdmin(in.t, in.admin)
+}
+
+// scrapeAdmin reads the /metrics of the itlproxy whose admin listener is
+// at admin, as Prometheus does.
+func scrapeAdmin(t *testing.T, admin string) scrape.Families {
+	t.Helper()
+	resp, err := http.Get("http://" + admin + "/metrics")
 	if err != nil {
-		in.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	families, err := scrape.Parse(resp.Body)
+	fs, err := scrape.Parse(resp.Body)
 	if err != nil {
-		in.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return families
+	return fs
 }
 
 // checkDrain follows a shutdown signaled at signaled: /readyz on admin

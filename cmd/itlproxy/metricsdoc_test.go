@@ -333,8 +333,12 @@ func everyFamily(t *testing.T) scrape.Families {
 		}
 	}))
 	defer up.Close()
+	// The upstream twice, under two names, and an address that refuses
+	// connections: the proxy balances over them, sets the third aside and
+	// sends its requests to the others.
+	refusing := freeAddr(t)
 	in := start(t, nil, map[string]string{
-		"ITLPROXY_UPSTREAM_URL":         up.URL,
+		"ITLPROXY_UPSTREAM_URL":         up.URL + "," + strings.Replace(up.URL, "127.0.0.1", "localhost", 1) + ",http://" + refusing,
 		"ITLPROXY_SLO_FILE":             slo,
 		"ITLPROXY_STALL_THRESHOLD":      "40ms",
 		"ITLPROXY_TENANT_HEADER":        "X-Team",

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,7 @@ import (
 	"github.com/itlproxy/itlproxy/proxy"
 	"github.com/itlproxy/itlproxy/proxy/recorder"
 	"github.com/itlproxy/itlproxy/proxy/transport"
+	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
 // Set at build time with -ldflags "-X main.version=... -X main.revision=...".
@@ -186,12 +188,16 @@ func (s *server) warnAtStart() {
 // when not nil, is called with the bound addresses once both listeners
 // are up (demo mode starts its load then).
 func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.Addr) func()) error {
-	upstream, err := url.Parse(s.cfg.UpstreamURL)
+	urls := s.cfg.upstreamURLs() // validated already
+	endpoints, err := s.cfg.endpoints(ctx, s.rec, proxy.UpstreamEvents(s.rec, s.log.Named("upstream")))
 	if err != nil {
-		return err // validated already
+		return err
+	}
+	if endpoints != nil {
+		go endpoints.Run(ctx)
 	}
 	s.warnAtStart()
-	p := s.newProxy(upstream)
+	p := s.newProxy(urls[0], endpoints)
 	stopReload, err := s.reload.Start()
 	if err != nil {
 		return fmt.Errorf("watching the configuration files: %w", err)
@@ -240,7 +246,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		zap.Stringer("proxy_addr", proxyLn.Addr()),
 		zap.Stringer("admin_addr", adminLn.Addr()),
 		zap.String("admin_scheme", s.cfg.web.Scheme()),
-		zap.String("upstream", upstreamForLog(upstream)))
+		zap.String("upstream", upstreamForLog(urls)))
 
 	stopStarted := func() {}
 	if started != nil {
@@ -264,9 +270,10 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 }
 
 // newProxy returns the proxy to upstream, as the configuration says.
-func (s *server) newProxy(upstream *url.URL) *proxy.Proxy {
+func (s *server) newProxy(u *url.URL, endpoints *upstream.Set) *proxy.Proxy {
 	return proxy.New(proxy.Config{
-		Upstream:          upstream,
+		Upstream:          u,
+		Endpoints:         endpoints,
 		Transport:         transport.NewLean(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
 		MaxRequestBytes:   int64(s.cfg.MaxRequestBytes),
 		MaxEventBytes:     int(s.cfg.MaxEventBytes),
@@ -329,8 +336,12 @@ func (s *server) listenProtocols(srv *http.Server) func(net.Listener) error {
 
 // upstreamForLog shows the upstream without credentials or query (where
 // some hosted APIs take keys).
-func upstreamForLog(u *url.URL) string {
-	c := *u
-	c.User, c.RawQuery = nil, ""
-	return c.String()
+func upstreamForLog(urls []*url.URL) string {
+	var out []string
+	for _, u := range urls {
+		c := *u
+		c.User, c.RawQuery = nil, ""
+		out = append(out, c.String())
+	}
+	return strings.Join(out, ",")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
-	"net/url"
 
 	"github.com/itlproxy/itlproxy/cmd/internal/reload"
 )
@@ -14,6 +13,11 @@ import (
 // it re-reads when they change. Problems name their variable.
 func upstreamTLS(c config) (*tls.Config, []*reload.CertFile, []string) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.UpstreamInsecureSkipVerify}
+	if urls := c.upstreamURLs(); c.UpstreamResolve == "dns" && len(urls) > 0 {
+		// Requests go to the name's addresses: the certificate is still
+		// the name's, and the name is the one sent.
+		tc.ServerName = urls[0].Hostname()
+	}
 	var problems []string
 	var files []*reload.CertFile
 	if c.UpstreamCAFile != "" {
@@ -22,8 +26,8 @@ func upstreamTLS(c config) (*tls.Config, []*reload.CertFile, []string) {
 			problems = append(problems, fmt.Sprintf("ITLPROXY_UPSTREAM_CA_FILE=%q: %v", c.UpstreamCAFile, err))
 		}
 		var host string
-		if u, err := url.Parse(c.UpstreamURL); err == nil {
-			host = u.Hostname()
+		if urls := c.upstreamURLs(); len(urls) > 0 {
+			host = urls[0].Hostname()
 		}
 		ca.VerifyServers(tc, host)
 		files = append(files, ca)

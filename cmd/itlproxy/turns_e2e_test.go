@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/internal/e2e"
-	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
 // turnTokens is how many tokens each answer of turnUpstream streams: six
@@ -113,15 +112,7 @@ type turnFigures struct {
 
 func turnFiguresOf(t *testing.T, admin string) turnFigures {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	fs, err := scrape.Parse(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fs := scrapeAdmin(t, admin)
 	f := turnFigures{ttftByTurn: map[string]uint64{}, medianByTurn: map[string]uint64{}}
 	for _, band := range []string{"1", "2-4", "5-16", "17+"} {
 		f.ttftByTurn[band], _ = fs.Histogram("itlproxy_time_to_first_token_by_turn_seconds", "turn", band)

@@ -38,14 +38,7 @@ func (c config) validate(demo bool) []problem {
 
 // validateAddresses checks the upstream URL and the two listen addresses.
 func (c config) validateAddresses(demo bool, add func(key, value, why string)) {
-	switch {
-	case c.UpstreamURL == "" && !demo:
-		add("ITLPROXY_UPSTREAM_URL", "", "required: the URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000")
-	case c.UpstreamURL != "":
-		if why := checkUpstream(c.UpstreamURL); why != "" {
-			add("ITLPROXY_UPSTREAM_URL", c.UpstreamURL, why)
-		}
-	}
+	c.validateUpstream(demo, add)
 	listenOK := checkAddr(c.ListenAddr)
 	if !listenOK {
 		add("ITLPROXY_LISTEN_ADDR", c.ListenAddr, "not a host:port address (e.g. :8080, 127.0.0.1:8080)")
@@ -187,12 +180,19 @@ func checkUpstream(raw string) string {
 	return ""
 }
 
-// redactURL hides a password in a URL so that it never reaches a message.
+// redactURL hides a password in a URL, or in each of a comma-separated
+// list, so that it never reaches a message.
 func redactURL(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
+	var out []string
+	for one := range strings.SplitSeq(raw, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil {
+			out = append(out, "(unparsable URL)")
+			continue
+		}
+		out = append(out, u.Redacted())
 	}
-	return "(unparsable URL)"
+	return strings.Join(out, ",")
 }
 
 // credentialHeader reports whether a header carries credentials: the

@@ -15,6 +15,7 @@ type entryJSON struct {
 	Endpoint     string    `json:"endpoint"`
 	Tenant       string    `json:"tenant"`
 	Class        string    `json:"class"`
+	Upstream     string    `json:"upstream,omitempty"`
 	Start        time.Time `json:"start"`
 	Duration     float64   `json:"duration_seconds"`
 	Outcome      string    `json:"outcome"`
@@ -47,7 +48,7 @@ type restJSON struct {
 func (e *Entry) MarshalJSON() ([]byte, error) {
 	j := entryJSON{
 		RequestID: e.RequestID, SessionID: e.SessionID, TraceID: e.TraceID,
-		Model: e.Model, Endpoint: e.Endpoint, Tenant: e.Tenant, Class: e.Class,
+		Model: e.Model, Endpoint: e.Endpoint, Tenant: e.Tenant, Class: e.Class, Upstream: e.Upstream,
 		Start: e.Start.UTC(), Duration: e.Duration.Seconds(), Outcome: e.Outcome,
 		TTFT: known(e.TTFT), TPOT: known(e.TPOT),
 		Gaps: e.Gaps, LongestGap: e.LongestGap.Seconds(), LongestGapAt: e.LongestGapAt,

@@ -27,9 +27,12 @@ const MaxIDBytes = 128
 type Stream struct {
 	RequestID, SessionID, TraceID  string
 	Model, Endpoint, Tenant, Class string
-	Start                          time.Time
-	Duration                       time.Duration
-	Outcome                        string
+	// Upstream is the upstream endpoint that served the stream (its
+	// address and port), "" unless the proxy balances over several.
+	Upstream string
+	Start    time.Time
+	Duration time.Duration
+	Outcome  string
 	// TTFT and TPOT are -1 when unknown; OutputTokens too.
 	TTFT, TPOT   time.Duration
 	OutputTokens int64
@@ -98,7 +101,7 @@ func (r *Recorder) Record(t *Timeline, s Stream) {
 	if r == nil {
 		return
 	}
-	for _, f := range []*string{&s.RequestID, &s.SessionID, &s.TraceID, &s.Model, &s.Endpoint, &s.Tenant, &s.Class, &s.Outcome} {
+	for _, f := range []*string{&s.RequestID, &s.SessionID, &s.TraceID, &s.Model, &s.Endpoint, &s.Tenant, &s.Class, &s.Upstream, &s.Outcome} {
 		if len(*f) > MaxIDBytes {
 			*f = (*f)[:MaxIDBytes]
 		}

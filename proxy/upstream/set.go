@@ -1,0 +1,292 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// LabelOther is the label of the endpoints past the cap.
+const LabelOther = "_other"
+
+// Endpoint is one upstream server the proxy balances over.
+type Endpoint struct {
+	// Addr is the host:port requests to it are sent to, and Host the
+	// Host header they carry ("": the upstream URL's, for endpoints
+	// resolved from its name).
+	Addr, Host string
+	// Label is its value of the upstream label: Addr, or LabelOther past
+	// the cap.
+	Label string
+
+	inFlight     atomic.Int64 // requests sent to it and not yet ended
+	ejectedUntil atomic.Int64 // UnixNano; 0: not set aside
+}
+
+// Acquire counts a request sent to e, until Release.
+func (e *Endpoint) Acquire() { e.inFlight.Add(1) }
+
+// Release ends a request Acquire counted.
+func (e *Endpoint) Release() { e.inFlight.Add(-1) }
+
+// InFlight is the requests sent to e and not yet ended.
+func (e *Endpoint) InFlight() int64 { return e.inFlight.Load() }
+
+// eject sets e aside until until.
+func (e *Endpoint) eject(until time.Time) { e.ejectedUntil.Store(until.UnixNano()) }
+
+// ejected reports whether e is set aside at now.
+func (e *Endpoint) ejected(now time.Time) bool { return now.UnixNano() < e.ejectedUntil.Load() }
+
+// Events hears what happens to a Set's endpoints, for the metrics and the
+// log. Its methods may be called from the Set's resolving goroutine and
+// from the requests' goroutines.
+type Events interface {
+	// Resolved: the set is now endpoints (at the start, and after every
+	// resolution that succeeded); removed left it.
+	Resolved(endpoints, removed []*Endpoint)
+	// ResolveFailed: a resolution failed; the set stays as it was.
+	ResolveFailed(err error)
+	// Ejected: e refused a connection and is set aside for d.
+	Ejected(e *Endpoint, d time.Duration)
+}
+
+// Set is the endpoints an upstream URL stands for: its own host, a fixed
+// list of hosts, or every address its name resolves to, re-resolved.
+// Pick chooses among them; it is safe for concurrent use.
+type Set struct {
+	endpoints atomic.Pointer[[]*Endpoint]
+	events    Events
+	maxLabels int
+	// ejectFor is how long an endpoint that refused a connection is set
+	// aside.
+	ejectFor time.Duration
+
+	// For a resolved name: the name, the port, how to resolve it and how
+	// often.
+	name, port string
+	resolver   *net.Resolver
+	interval   time.Duration
+
+	mu     sync.Mutex // held to change the set
+	labels map[string]bool
+}
+
+// Options configure a Set.
+type Options struct {
+	// MaxLabels caps the distinct upstream label values of the endpoints
+	// at once; past it, endpoints are labelled LabelOther.
+	MaxLabels int
+	// EjectFor is how long an endpoint that refused a connection is set
+	// aside before it is tried again.
+	EjectFor time.Duration
+	// Events hears what happens to the set; nil: nothing does.
+	Events Events
+}
+
+// NewStatic returns the set of fixed endpoints: the hosts (host:port) of
+// urls, each request to one carrying its host as its Host header.
+func NewStatic(urls []*url.URL, o Options) *Set {
+	s := newSet(o)
+	var eps []*Endpoint
+	for _, u := range urls {
+		eps = append(eps, &Endpoint{Addr: hostPort(u), Host: u.Host})
+	}
+	s.update(eps)
+	return s
+}
+
+// NewResolved returns the set of every address the host of u resolves to
+// (A and AAAA records), with u's port, resolved now and again every
+// interval by Run; requests keep u's host as their Host header. It fails
+// when the name resolves to nothing.
+func NewResolved(ctx context.Context, u *url.URL, resolver *net.Resolver, interval time.Duration, o Options) (*Set, error) {
+	s := newSet(o)
+	s.name, s.port = u.Hostname(), port(u)
+	s.resolver, s.interval = resolver, interval
+	eps, err := s.resolve(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.update(eps)
+	return s, nil
+}
+
+func newSet(o Options) *Set {
+	if o.Events == nil {
+		o.Events = noEvents{}
+	}
+	return &Set{events: o.Events, maxLabels: max(o.MaxLabels, 1), ejectFor: o.EjectFor, labels: map[string]bool{}}
+}
+
+// ErrNoAddresses is a name that resolves to no address.
+var ErrNoAddresses = errors.New("the name resolves to no address")
+
+// resolve looks the name up, once.
+func (s *Set) resolve(ctx context.Context) ([]*Endpoint, error) {
+	ctx, cancel := context.WithTimeout(ctx, min(s.interval, 5*time.Second)+time.Second)
+	defer cancel()
+	ips, err := s.resolver.LookupIPAddr(ctx, s.name)
+	if err != nil {
+		return nil, err
+	}
+	if len(ips) == 0 {
+		return nil, ErrNoAddresses
+	}
+	var eps []*Endpoint
+	for _, ip := range ips {
+		eps = append(eps, &Endpoint{Addr: net.JoinHostPort(ip.IP.String(), s.port)})
+	}
+	return eps, nil
+}
+
+// Run re-resolves the name every interval until ctx is canceled: a
+// resolution that fails, or finds no address, keeps the set as it was.
+// A fixed set has nothing to run.
+func (s *Set) Run(ctx context.Context) {
+	if s.name == "" {
+		return
+	}
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		eps, err := s.resolve(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.events.ResolveFailed(fmt.Errorf("resolving %s: %w", s.name, err))
+			}
+			continue
+		}
+		s.update(eps)
+	}
+}
+
+// update makes eps the set, keeping the endpoints already in it (their
+// counts and labels), labelling the new ones, and tells Events.
+func (s *Set) update(eps []*Endpoint) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := map[string]*Endpoint{}
+	if cur := s.endpoints.Load(); cur != nil {
+		for _, e := range *cur {
+			old[e.Addr] = e
+		}
+	}
+	next := make([]*Endpoint, 0, len(eps))
+	for _, e := range eps {
+		if o := old[e.Addr]; o != nil {
+			delete(old, e.Addr)
+			next = append(next, o)
+			continue
+		}
+		if slices.ContainsFunc(next, func(n *Endpoint) bool { return n.Addr == e.Addr }) {
+			continue // an address listed twice
+		}
+		next = append(next, e)
+	}
+	var removed []*Endpoint
+	for _, e := range old {
+		removed = append(removed, e)
+		if e.Label != LabelOther {
+			delete(s.labels, e.Label)
+		}
+	}
+	for _, e := range next {
+		if e.Label != "" {
+			continue
+		}
+		e.Label = LabelOther
+		if len(s.labels) < s.maxLabels {
+			e.Label = e.Addr
+			s.labels[e.Addr] = true
+		}
+	}
+	slices.SortFunc(next, func(a, b *Endpoint) int { return strings.Compare(a.Addr, b.Addr) })
+	s.endpoints.Store(&next)
+	s.events.Resolved(next, removed)
+}
+
+// Endpoints returns the set now.
+func (s *Set) Endpoints() []*Endpoint {
+	if p := s.endpoints.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Pick chooses the endpoint of a new request: of two taken at random
+// among those not set aside and not in tried, the one with fewer requests
+// in flight (the least of two random choices, as Envoy's least-request
+// balancer). It returns nil when every endpoint has been tried.
+func (s *Set) Pick(tried []*Endpoint) *Endpoint {
+	eps := s.Endpoints()
+	now := time.Now()
+	var buf [16]*Endpoint
+	ok := buf[:0]
+	for _, e := range eps {
+		if !e.ejected(now) && !slices.Contains(tried, e) {
+			ok = append(ok, e)
+		}
+	}
+	if len(ok) == 0 {
+		// Every endpoint is set aside: try them anyway, rather than fail.
+		for _, e := range eps {
+			if !slices.Contains(tried, e) {
+				ok = append(ok, e)
+			}
+		}
+	}
+	switch len(ok) {
+	case 0:
+		return nil
+	case 1:
+		return ok[0]
+	}
+	a := rand.IntN(len(ok))
+	b := rand.IntN(len(ok) - 1)
+	if b >= a {
+		b++
+	}
+	if ok[b].InFlight() < ok[a].InFlight() {
+		return ok[b]
+	}
+	return ok[a]
+}
+
+// Refused sets e aside: it refused a connection.
+func (s *Set) Refused(e *Endpoint) {
+	e.eject(time.Now().Add(s.ejectFor))
+	s.events.Ejected(e, s.ejectFor)
+}
+
+type noEvents struct{}
+
+func (noEvents) Resolved(_, _ []*Endpoint)        {}
+func (noEvents) ResolveFailed(error)              {}
+func (noEvents) Ejected(*Endpoint, time.Duration) {}
+
+// hostPort is u's host with its port, the scheme's when it names none.
+func hostPort(u *url.URL) string { return net.JoinHostPort(u.Hostname(), port(u)) }
+
+func port(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
