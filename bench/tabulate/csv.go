@@ -9,7 +9,8 @@ import (
 func (res *results) csv() string {
 	var b strings.Builder
 	b.WriteString("run,streams,target,requests_ok,failed,cut_cleanly,token_events,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,added_ttft_p50_ms,added_ttft_p99_ms,added_itl_p50_ms,added_itl_p99_ms,cpu_seconds,cpu_ms_per_1k_events,cpu_x_nginx,cpu_x_plain,rss_idle_mib,rss_peak_mib,rss_kib_per_stream,transit_p50_ms,transit_p99_ms," +
-		"own_delay_mean_us,own_delay_p50_us,own_delay_p99_us,wait_to_run_p50_us,wait_to_run_p99_us,client_write_p50_us,client_write_p99_us,request_leg_p99_us,kernel_share_p50_us_estimate\n")
+		"own_delay_mean_us,own_delay_p50_us,own_delay_p99_us,wait_to_run_mean_us,wait_to_run_p50_us,wait_to_run_p99_us," +
+		"client_write_mean_us,client_write_p50_us,client_write_p99_us,request_leg_p99_us,kernel_share_by_means_us,kernel_share_by_p50s_us\n")
 	line := func(run string, streams int, target string, r report, d *report, x func(string) string, own string) {
 		t := r.Total
 		fmt.Fprintf(&b, "%s,%d,%s,%d,%d,%d,%d,%s,%s,%s,%s", run, streams, target, t.Requests.OK, t.Requests.Failed, t.EndedWithoutDone, t.TokenEvents,
@@ -53,7 +54,7 @@ func (res *results) csv() string {
 }
 
 // ownCSVColumns is how many columns ownCSV writes.
-const ownCSVColumns = 9
+const ownCSVColumns = 12
 
 // ownCSV is the own account's columns of r, each after a comma, in
 // microseconds: empty where it was not read, "<10.0" for a quantile
@@ -64,24 +65,29 @@ func (res *results) ownCSV(r *row) string {
 	if own == nil {
 		return strings.Repeat(",", ownCSVColumns)
 	}
-	cell := func(q bounded) string {
+	q := func(q bounded) string {
 		if q.Seconds == nil {
 			return ""
 		}
 		return map[string]string{"upper": "<", "lower": ">"}[q.Bound] + micro(*q.Seconds)
 	}
-	mean := ""
-	if m := own.EventDelay.Mean; m != nil {
-		mean = micro(*m)
-	}
-	share := ""
-	if s, atLeast, ok := res.kernelShare(r); ok {
-		share = micro(s)
-		if atLeast {
-			share = ">=" + share
+	mean := func(m *float64) string {
+		if m == nil {
+			return ""
 		}
+		return micro(*m)
+	}
+	kernel := func(s split, ok bool) string {
+		switch {
+		case !ok:
+			return ""
+		case s.seenAtMost:
+			return ">=" + micro(s.kernel())
+		}
+		return micro(s.kernel())
 	}
 	e, s, w := own.EventDelay, own.SchedulerLatency, own.ClientWrite
-	cells := []string{mean, cell(e.P50), cell(e.P99), cell(s.P50), cell(s.P99), cell(w.P50), cell(w.P99), cell(own.RequestForward.P99), share}
+	cells := []string{mean(e.Mean), q(e.P50), q(e.P99), mean(s.Mean), q(s.P50), q(s.P99), mean(w.Mean), q(w.P50), q(w.P99),
+		q(own.RequestForward.P99), kernel(res.splitByMeans(r)), kernel(res.splitByMedians(r))}
 	return "," + strings.Join(cells, ",")
 }

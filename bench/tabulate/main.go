@@ -120,8 +120,8 @@ type report struct {
 }
 
 type dist struct {
-	Count    uint64  `json:"count"`
-	P50, P99 float64 // seconds
+	Count          uint64  `json:"count"`
+	Mean, P50, P99 float64 // seconds
 }
 
 // row is one target at one number of streams, in one of the two runs:

@@ -70,49 +70,9 @@ func micro(seconds float64) string {
 	return fmt.Sprintf("%.0f", us)
 }
 
-// kernelShare estimates the part of itlproxy's added transit p50 that none of
-// its clocks sees: the added p50 less the own delay's, the wait to run's
-// and the client write's p50, in seconds. Quantiles do not add, so this
-// is a rough split. atLeast is true when a part was only bounded from
-// above (its bound is subtracted, so the remainder can only be larger);
-// ok is false without the added transit or a part's p50, or with a part
-// bounded only from below.
-func (res *results) kernelShare(r *row) (seconds float64, atLeast, ok bool) {
-	own := r.own()
-	added, _, hasTransit := res.addedTransit(r.run, r.streams, r.target)
-	if own == nil || !hasTransit {
-		return 0, false, false
-	}
-	seconds = added
-	for _, q := range []bounded{own.EventDelay.P50, own.SchedulerLatency.P50, own.ClientWrite.P50} {
-		if q.Seconds == nil || q.Bound == "lower" {
-			return 0, false, false
-		}
-		seconds -= *q.Seconds
-		atLeast = atLeast || q.Bound == "upper"
-	}
-	return seconds, atLeast, true
-}
-
-// kernelShareText formats kernelShare: "≥ 612 (91%)", the share of the added p50.
-func (res *results) kernelShareText(r *row) string {
-	s, atLeast, ok := res.kernelShare(r)
-	if !ok {
-		return "—"
-	}
-	text := micro(s)
-	if atLeast {
-		text = "≥ " + text
-	}
-	if added, _, _ := res.addedTransit(r.run, r.streams, r.target); added > 0 {
-		text += fmt.Sprintf(" (%.0f%%)", 100*s/added)
-	}
-	return text
-}
-
 // ownTable writes, for each run of itlproxy whose own account was read,
-// what it measured of itself next to the transit it added; nothing when
-// no run has one.
+// what it measured of itself next to the transit it added, then the
+// split of that transit; nothing when no run has an account.
 func (res *results) ownTable(b *strings.Builder) {
 	var lines []string
 	for i := range res.rows {
@@ -123,12 +83,12 @@ func (res *results) ownTable(b *strings.Builder) {
 		}
 		addedP50, addedP99 := "—", "—"
 		if p50, p99, ok := res.addedTransit(r.run, r.streams, r.target); ok {
-			addedP50, addedP99 = fmt.Sprintf("%+.0f", p50*1e6), fmt.Sprintf("%+.0f", p99*1e6)
+			addedP50, addedP99 = signedMicro(p50), signedMicro(p99)
 		}
 		e, s, w := own.EventDelay, own.SchedulerLatency, own.ClientWrite
-		lines = append(lines, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
+		lines = append(lines, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |",
 			r.run, count(r.streams), e.Count, meanMicros(e.Mean), e.P50.micros(), e.P99.micros(), s.P50.micros(), s.P99.micros(),
-			w.P50.micros(), w.P99.micros(), own.RequestForward.P99.micros(), addedP50, addedP99, res.kernelShareText(r)))
+			w.P50.micros(), w.P99.micros(), own.RequestForward.P99.micros(), addedP50, addedP99))
 	}
 	if len(lines) == 0 {
 		return
@@ -140,12 +100,12 @@ func (res *results) ownTable(b *strings.Builder) {
 	b.WriteString("*wait to run*: the Go runtime's sample of the time the process's goroutines waited for a core once ready, which comes before a read returns; ")
 	b.WriteString("*client write*: the write itself; *request leg*: each request from its first bytes to its write to the upstream. ")
 	b.WriteString("Quantiles are interpolated within the proxy's classic buckets; `< 10` is within the first bucket, below 10 µs.\n\n")
-	b.WriteString("| run | streams | events observed | own delay mean | own delay p50 | own delay p99 | wait to run p50 | wait to run p99 | client write p50 | client write p99 | request leg p99 | added transit p50 | added transit p99 | kernel's share p50 (estimate) |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| run | streams | events observed | own delay mean | own delay p50 | own delay p99 | wait to run p50 | wait to run p99 | client write p50 | client write p99 | request leg p99 | added transit p50 | added transit p99 |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	b.WriteString(strings.Join(lines, "\n"))
 	b.WriteString("\n\n")
-	b.WriteString("*Kernel's share*: the added transit p50 less the p50s of the own delay, the wait to run and the client write (where a p50 is only below a bound, the bound; the remainder is then at least that), and its share of the added p50. ")
-	b.WriteString("It is the kernel's part, which no clock inside the process can see: the bytes' extra way through the network stack, ")
-	b.WriteString("through the proxy's sockets, and the network poller's wake-up of the proxy's goroutine. ")
-	b.WriteString("An estimate, a rough split: quantiles of different distributions do not add, and the wait to run is the whole process's, not only the streams' reads.\n\n")
+	res.splitTable(b)
 }
+
+// signedMicro formats seconds as signed microseconds.
+func signedMicro(seconds float64) string { return fmt.Sprintf("%+.0f", seconds*1e6) }
