@@ -7,7 +7,10 @@ import (
 
 // split is one estimate of how the transit itlproxy added divides: the
 // added transit, the part its clocks see (its own delay, its wait to
-// run, its client write), and the rest, which is the kernel's.
+// run, its client write), and the rest, which is the kernel's: the extra
+// hop through the network stack, and the time until a thread of the
+// proxy's, woken from its network poll, has the bytes, which comes
+// before the runtime's wait to run starts.
 type split struct {
 	added, seen float64 // seconds
 	// seenAtMost: a part was only known to be under a bound, which was
@@ -108,8 +111,9 @@ func (res *results) splitTable(b *strings.Builder) {
 		return
 	}
 	b.WriteString("Where the added transit goes, an estimate: the added transit less what itlproxy's clocks see (its own delay, its wait to run, its client write) ")
-	b.WriteString("is the kernel's share, which no clock inside the process can see: the bytes' extra way through the network stack and the proxy's sockets, ")
-	b.WriteString("and the network poller's wake-up of the proxy's goroutine. ")
+	b.WriteString("is the kernel's share, which no clock inside the process can see: the bytes' extra way through the network stack and the proxy's two sockets, ")
+	b.WriteString("the kernel waking a thread of the proxy's from its network poll (on a busy machine, once that thread has a core) and the read system call; ")
+	b.WriteString("the runtime's wait to run starts only when the poll has found the bytes. ")
 	b.WriteString("By the means, which add (the added mean is the difference of the two targets' exact means), with the wait to run's mean over every wait the runtime sampled, ")
 	b.WriteString("not only the streams' reads, and its sum estimated from the runtime's buckets; ")
 	b.WriteString("by the p50s, a rough split, since quantiles of different distributions do not add (a p50 known only to be under 10 µs counts as 10: the kernel's share is then at least the figure).\n\n")
