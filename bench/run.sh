@@ -14,11 +14,12 @@
 # each number of streams and each target (direct, itlproxy, Go's plain
 # httputil.ReverseProxy, nginx, HAProxy, Caddy), a fresh proxy process, an
 # itlbench warm-up, then a measured itlbench run that also reads the
-# proxy's CPU time and RSS from /proc (-watch-pid). Then the 10,000-stream
-# run through itlproxy, a CPU profile of itlproxy, and the Go
-# microbenchmarks. Raw results go to bench/results/<mode>/ (not committed);
-# bench/tabulate turns them into the Markdown tables it prints and, for
-# --full, writes into BENCHMARKS.md between the mode's markers.
+# proxy's CPU time and RSS from /proc (-watch-pid) and, for itlproxy, what
+# it measured of itself over the run from its /metrics (-compare-metrics).
+# Then the 10,000-stream run through itlproxy, a CPU profile of itlproxy,
+# and the Go microbenchmarks. Raw results go to bench/results/<mode>/ (not
+# committed); bench/tabulate turns them into the Markdown tables it prints
+# and, for --full, writes into BENCHMARKS.md between the mode's markers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -374,6 +375,16 @@ bench_run() {
 	[ -s "${json%.json}.log" ] || rm -f "${json%.json}.log"
 }
 
+# own_account TARGET: sets own to the arguments that have itlbench read
+# itlproxy's /metrics after the warm-up and after the run, for what it
+# measured of itself over the same run (its own delay per event, its wait
+# to run, ...), set beside the transit it added; none for the other
+# targets. Both scrapes fall outside the window -watch-pid measures.
+own_account() {
+	own=()
+	[ "$1" != itlproxy ] || own=(-compare-metrics "$admin_url/metrics")
+}
+
 errors_of() {
 	# The client's failed requests, from its report.
 	grep -o '"failed": [0-9]*' "$1" | head -1 | grep -o '[0-9]*$' || echo "?"
@@ -433,9 +444,10 @@ for c in $streams; do
 	for t in $targets; do
 		log "$c streams, $t: warm-up, then $duration"
 		start_target "$t" "$up_url"
+		own_account "$t"
 		json=$out/load-$(printf %05d "$c")-$t.json
 		bench_run "$json" -url "$target_url/v1" -max-tokens "$up_tokens" -c "$c" -warmup "$c" -ramp "$ramp" \
-			-duration "$duration" -timeout 2m -turns "$turns"
+			-duration "$duration" -timeout 2m -turns "$turns" "${own[@]}"
 		report_failed "$json" "$t"
 		[ -z "$target_pid" ] || stop "$target_pid"
 	done
@@ -453,9 +465,10 @@ if [ "$do_paced" = 1 ]; then
 	for t in $targets; do
 		log "paced: $paced_streams streams, $t: warm-up, then $duration"
 		start_target "$t" "$paced_url"
+		own_account "$t"
 		json=$out/paced-$(printf %05d "$paced_streams")-$t.json
 		bench_run "$json" -url "$target_url/v1" -max-tokens "$paced_tokens" -c "$paced_streams" \
-			-warmup "$paced_streams" -ramp "${paced_ms}ms" -duration "$duration" -timeout 2m
+			-warmup "$paced_streams" -ramp "${paced_ms}ms" -duration "$duration" -timeout 2m "${own[@]}"
 		report_failed "$json" "$t"
 		[ -z "$target_pid" ] || stop "$target_pid"
 	done

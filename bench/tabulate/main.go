@@ -105,6 +105,11 @@ type report struct {
 			Messages map[string]string `json:"messages"`
 		} `json:"errors"`
 	} `json:"total"`
+	// Compare is itlbench's -compare-metrics, given for itlproxy only:
+	// its own account of the run.
+	Compare *struct {
+		Own *ownAccount `json:"own"`
+	} `json:"compare"`
 	Processes *struct {
 		CPUSeconds     float64 `json:"cpu_seconds"`
 		RSSBeforeBytes int64   `json:"rss_before_bytes"`
@@ -115,8 +120,8 @@ type report struct {
 }
 
 type dist struct {
-	Count    uint64  `json:"count"`
-	P50, P99 float64 // seconds
+	Count          uint64  `json:"count"`
+	Mean, P50, P99 float64 // seconds
 }
 
 // row is one target at one number of streams, in one of the two runs:

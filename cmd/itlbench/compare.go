@@ -94,6 +94,10 @@ func (d dist) inBuckets(bounds []float64) scrape.Buckets {
 type proxyScrape struct {
 	hists    map[string]map[string]*scrape.Buckets // metric, model
 	requests map[string]float64                    // model
+	// own is each of ownMetrics, of the endpoint where it has the label;
+	// ownExported is false when the scrape had none of them.
+	own         map[string]scrape.Buckets
+	ownExported bool
 }
 
 func scrapeProxy(ctx context.Context, url, endpoint string) (proxyScrape, error) {
@@ -138,6 +142,7 @@ func scrapeProxy(ctx context.Context, url, endpoint string) (proxyScrape, error)
 		s.requests[scrape.Label(m, "model")] += m.GetCounter().GetValue()
 		s.requests[""] += m.GetCounter().GetValue()
 	}
+	s.own, s.ownExported = ownHistograms(families, endpoint)
 	return s, nil
 }
 
@@ -173,6 +178,10 @@ type comparison struct {
 	Method     string       `json:"method"`
 	Note       string       `json:"note,omitempty"`
 	Sets       []compareSet `json:"sets"`
+	// Own is what itlproxy measured of itself over the run: what it added
+	// to each event and request (absent from an itlproxy without those
+	// metrics).
+	Own *ownAccount `json:"own,omitempty"`
 }
 
 // compareSet compares one model (or "all": every model label of the
@@ -262,8 +271,12 @@ const compareMethod = "proxy numbers are this run's only: the scrape after the r
 
 // compare builds the comparison of the client's results with the proxy's
 // between two scrapes.
-func compare(url string, before, after proxyScrape, all result, perModel []result) (*comparison, error) {
-	c := &comparison{MetricsURL: redactedURL(url), Method: compareMethod}
+func compare(url, endpoint string, before, after proxyScrape, all result, perModel []result) (*comparison, error) {
+	own, err := ownAccountOf(endpoint, before, after)
+	if err != nil {
+		return nil, err
+	}
+	c := &comparison{MetricsURL: redactedURL(url), Method: compareMethod, Own: own}
 	sets := []result{all}
 	if len(perModel) > 1 {
 		sets = append(sets, perModel...)
@@ -321,8 +334,13 @@ func (c *comparison) writeText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s.\n", strings.ToUpper(compareMethod[:1])+compareMethod[1:])
-	return err
+	if _, err := fmt.Fprintf(w, "%s.\n", strings.ToUpper(compareMethod[:1])+compareMethod[1:]); err != nil {
+		return err
+	}
+	if c.Own != nil {
+		return c.Own.writeText(w)
+	}
+	return nil
 }
 
 func fmtSeconds(v *float64) string {

@@ -86,7 +86,8 @@ func startItlproxy(t *testing.T, bin, upstream string) (proxyAddr, adminAddr str
 // TestCompareWithRealItlproxy runs itlbench through the real itlproxy
 // binary in front of llmsim, after other traffic, with -compare-metrics:
 // the proxy's counts for this run equal the client's, and its sums are
-// within 2%.
+// within 2%; its own account counts every token event and request of
+// the run, and none of the earlier traffic.
 func TestCompareWithRealItlproxy(t *testing.T) {
 	up := newSimServer(t, llmsim.Model{TTFT: 100 * time.Millisecond, ITL: 20 * time.Millisecond})
 	proxyAddr, adminAddr := startItlproxy(t, buildItlproxy(t), up.URL)
@@ -140,6 +141,7 @@ func TestCompareWithRealItlproxy(t *testing.T) {
 			}
 		}
 	}
+	checkOwnAccount(t, rep, sent)
 	all := c.Sets[0]
 	t.Logf("TTFT mean client %.2fms proxy %.2fms; ITL mean client %.3fms proxy %.3fms",
 		*all.TTFT.Client.Mean*1e3, *all.TTFT.Proxy.Mean*1e3, *all.ITL.Client.Mean*1e3, *all.ITL.Proxy.Mean*1e3)

@@ -14,7 +14,8 @@
 //     histograms (hist.go, stats.go). At the end it prints a text or JSON
 //     report (report.go); with -compare it scrapes itlproxy's /metrics
 //     before and after the run and compares the proxy's histograms with its
-//     own (compare.go); with -watch-pid it reports the CPU time and memory
+//     own (compare.go), with what the proxy measured of itself over the run
+//     (own.go); with -watch-pid it reports the CPU time and memory
 //     of the named processes over the measured run (watch.go). -api drives
 //     a server's native API instead of the OpenAI-compatible one (native.go).
 //   - `itlbench upstream` (upstream.go) serves a simulated upstream with

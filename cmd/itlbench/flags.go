@@ -162,7 +162,7 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	fs.IntVar(&cfg.turns, "turns", 0, "requests per session: each worker sends this many requests in a row with\none session id and model, then starts a new session; 0: no sessions")
 	fs.BoolVar(&cfg.jsonOut, "json", false, "print the report as JSON on stdout")
 	fs.StringVar(&cfg.progress, "progress", "auto", "live progress line on stderr, `when`: auto (when stderr is a terminal), always, never")
-	fs.StringVar(&cfg.compareURL, "compare-metrics", "", "itlproxy's /metrics `URL`: scrape before and after the run and compare its TTFT,\nITL and TPOT with the client's")
+	fs.StringVar(&cfg.compareURL, "compare-metrics", "", "itlproxy's /metrics `URL`: scrape before and after the run and compare its TTFT,\nITL and TPOT with the client's, and report what it measured of itself (each\nevent's own delay and client write, the wait to run, the request leg)")
 	watch := fs.String("watch-pid", "", "report the CPU time and memory of these processes (`PID[,PID...]`, summed; Linux's\n/proc) over the measured run: the cost of the server or proxy under the load")
 
 	if help, err := parseFlags(fs, args, stdout, loadUsageHead, loadUsageTail); help || err != nil {

@@ -106,7 +106,7 @@ func (r *report) compareWith(ctx context.Context, metricsURL string, before prox
 	endpoint := r.Endpoint
 	after, err := settle(ctx, metricsURL, endpoint, before, want, 3*time.Second)
 	if err == nil {
-		r.Compare, err = compare(metricsURL, before, after, a, r.results)
+		r.Compare, err = compare(metricsURL, endpoint, before, after, a, r.results)
 	}
 	if err != nil {
 		r.compareErr = err

@@ -86,6 +86,18 @@ func (b Buckets) BeyondBounds(q float64) bool {
 	return i == len(b.Bounds)
 }
 
+// WithinFirstBucket reports whether b's q-quantile falls in the first
+// bucket, where HistogramQuantile interpolates from 0 as if the bucket's
+// observations were spread evenly below its bound: there the first bound
+// is an upper bound, and the estimate no more than a guess under it.
+func (b Buckets) WithinFirstBucket(q float64) bool {
+	if b.total() == 0 || len(b.Bounds) == 0 {
+		return false
+	}
+	i, _, _, _ := b.locate(q)
+	return i == 0
+}
+
 // total is the count of every observation, as PromQL takes it: the +Inf
 // bucket's, made no lower than the finite buckets'.
 func (b Buckets) total() uint64 {

@@ -52,6 +52,33 @@ func TestHistogramQuantile(t *testing.T) {
 	}
 }
 
+// TestWithinFirstBucket: a quantile is in the first bucket when its rank
+// is at most that bucket's count, and never without observations.
+func TestWithinFirstBucket(t *testing.T) {
+	bounds := []float64{0.00001, 0.0001, 0.001}
+	cases := []struct {
+		name string
+		b    Buckets
+		q    float64
+		want bool
+	}{
+		// Rank 50 of 100, 60 under 10 µs.
+		{"median under the first bound", Buckets{Bounds: bounds, Cumulative: []uint64{60, 90, 100}, Count: 100}, 0.5, true},
+		// Rank 99 of 100 is in (10 µs, 100 µs].
+		{"p99 above it", Buckets{Bounds: bounds, Cumulative: []uint64{60, 99, 100}, Count: 100}, 0.99, false},
+		// Rank 60 of 100 closes the first bucket: still in it.
+		{"rank closing the first bucket", Buckets{Bounds: bounds, Cumulative: []uint64{60, 90, 100}, Count: 100}, 0.6, true},
+		{"every observation past the last bound", Buckets{Bounds: bounds, Cumulative: []uint64{0, 0, 0}, Count: 5}, 0.5, false},
+		{"empty", Buckets{Bounds: bounds, Cumulative: []uint64{0, 0, 0}}, 0.5, false},
+		{"no finite buckets", Buckets{Count: 5, Sum: 1}, 0.5, false},
+	}
+	for _, c := range cases {
+		if got := c.b.WithinFirstBucket(c.q); got != c.want {
+			t.Errorf("%s: WithinFirstBucket(%v) = %v, want %v", c.name, c.q, got, c.want)
+		}
+	}
+}
+
 // same: equal within rounding, or both NaN.
 func same(a, b float64) bool {
 	return a == b || math.Abs(a-b) < 1e-12 || math.IsNaN(a) && math.IsNaN(b)
