@@ -2,17 +2,13 @@ package main
 
 import (
 	"crypto/tls"
-	"errors"
-	"fmt"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
 	"github.com/itlproxy/itlproxy/cmd/internal/admin"
+	"github.com/itlproxy/itlproxy/cmd/internal/envconfig"
 	"github.com/itlproxy/itlproxy/cmd/internal/reload"
 	"github.com/itlproxy/itlproxy/cmd/internal/telemetry"
 	"github.com/itlproxy/itlproxy/metrics"
@@ -38,10 +34,10 @@ type config struct {
 	Models    []string `env:"ITLPROXY_MODELS" help:"Comma-separated allow-list of model label values; other models are labelled _other. Empty: any model, up to ITLPROXY_MAX_MODELS."`
 	MaxModels int      `env:"ITLPROXY_MAX_MODELS" envDefault:"32" help:"Distinct model label values kept when there is no allow-list; later models are labelled _other."`
 
-	MaxRequestBytes   byteSize      `env:"ITLPROXY_MAX_REQUEST_BYTES" envDefault:"32MiB" help:"Largest request body read on the measured routes, and largest Content-Length announced on any route; larger ones get 413. Bytes, or with KiB/MiB/GiB."`
-	MaxEventBytes     byteSize      `env:"ITLPROXY_MAX_EVENT_BYTES" envDefault:"1MiB" help:"Largest SSE event, non-streamed JSON body or Realtime API message (once decompressed) the measurement buffers; larger ones are forwarded unmeasured and counted."`
-	UpstreamTimeout   time.Duration `env:"ITLPROXY_UPSTREAM_TIMEOUT" envDefault:"10m" help:"Longest wait for the upstream's response headers (a non-streamed request waits for its whole generation); 504 after it. 0: no limit."`
-	StreamIdleTimeout time.Duration `env:"ITLPROXY_STREAM_IDLE_TIMEOUT" envDefault:"0s" help:"End a stream whose upstream then sends nothing for this long (outcome idle_timeout; the client sees the stream cut). Counted only while the proxy waits for the upstream (not while a slow client reads) and not after the stream's end marker. 0: off."`
+	MaxRequestBytes   envconfig.ByteSize `env:"ITLPROXY_MAX_REQUEST_BYTES" envDefault:"32MiB" help:"Largest request body read on the measured routes, and largest Content-Length announced on any route; larger ones get 413. Bytes, or with KiB/MiB/GiB."`
+	MaxEventBytes     envconfig.ByteSize `env:"ITLPROXY_MAX_EVENT_BYTES" envDefault:"1MiB" help:"Largest SSE event, non-streamed JSON body or Realtime API message (once decompressed) the measurement buffers; larger ones are forwarded unmeasured and counted."`
+	UpstreamTimeout   time.Duration      `env:"ITLPROXY_UPSTREAM_TIMEOUT" envDefault:"10m" help:"Longest wait for the upstream's response headers (a non-streamed request waits for its whole generation); 504 after it. 0: no limit."`
+	StreamIdleTimeout time.Duration      `env:"ITLPROXY_STREAM_IDLE_TIMEOUT" envDefault:"0s" help:"End a stream whose upstream then sends nothing for this long (outcome idle_timeout; the client sees the stream cut). Counted only while the proxy waits for the upstream (not while a slow client reads) and not after the stream's end marker. 0: off."`
 
 	UpstreamCAFile             string `env:"ITLPROXY_UPSTREAM_CA_FILE" help:"PEM file of the CA certificates that an https upstream's certificate must chain to, instead of the system's."`
 	UpstreamInsecureSkipVerify bool   `env:"ITLPROXY_UPSTREAM_INSECURE_SKIP_VERIFY" envDefault:"false" help:"Do not verify the https upstream's certificate. Insecure, for tests only; logged at every start."`
@@ -57,11 +53,11 @@ type config struct {
 	Routes       string `env:"ITLPROXY_ROUTES" help:"Comma-separated path=api pairs that measure an API on another path (a server mounted under a prefix), added to the built-in routes: e.g. /ollama/api/chat=ollama_chat,/generate=tgi_generate. APIs: see docs/apis.md."`
 	DefaultModel string `env:"ITLPROXY_DEFAULT_MODEL" help:"Model label of a measured request whose body names no model (TGI's and llama.cpp's native APIs), or of a Realtime API connection without ?model=. Unset: _unknown."`
 
-	ReadHeaderTimeout time.Duration `env:"ITLPROXY_READ_HEADER_TIMEOUT" envDefault:"10s" help:"Longest a client may take to send its request headers (slowloris); the connection is closed after it."`
-	ClientIdleTimeout time.Duration `env:"ITLPROXY_CLIENT_IDLE_TIMEOUT" envDefault:"2m" help:"How long an idle keep-alive client connection is kept open."`
-	MaxHeaderBytes    byteSize      `env:"ITLPROXY_MAX_HEADER_BYTES" envDefault:"64KiB" help:"Largest request header block accepted; larger ones get 431."`
-	ClientSendBuffer  byteSize      `env:"ITLPROXY_CLIENT_SEND_BUFFER" envDefault:"0" help:"Kernel send buffer of each client connection (SO_SNDBUF); caps what a slow reader parks in the kernel, otherwise up to net.ipv4.tcp_wmem's maximum (4 MiB by default). 0: the kernel's autotuning."`
-	Pprof             bool          `env:"ITLPROXY_PPROF" envDefault:"false" help:"Serve Go's profiler at /debug/pprof/ on the admin listener (never on the proxy port)."`
+	ReadHeaderTimeout time.Duration      `env:"ITLPROXY_READ_HEADER_TIMEOUT" envDefault:"10s" help:"Longest a client may take to send its request headers (slowloris); the connection is closed after it."`
+	ClientIdleTimeout time.Duration      `env:"ITLPROXY_CLIENT_IDLE_TIMEOUT" envDefault:"2m" help:"How long an idle keep-alive client connection is kept open."`
+	MaxHeaderBytes    envconfig.ByteSize `env:"ITLPROXY_MAX_HEADER_BYTES" envDefault:"64KiB" help:"Largest request header block accepted; larger ones get 431."`
+	ClientSendBuffer  envconfig.ByteSize `env:"ITLPROXY_CLIENT_SEND_BUFFER" envDefault:"0" help:"Kernel send buffer of each client connection (SO_SNDBUF); caps what a slow reader parks in the kernel, otherwise up to net.ipv4.tcp_wmem's maximum (4 MiB by default). 0: the kernel's autotuning."`
+	Pprof             bool               `env:"ITLPROXY_PPROF" envDefault:"false" help:"Serve Go's profiler at /debug/pprof/ on the admin listener (never on the proxy port)."`
 
 	ShutdownDelay   time.Duration `env:"ITLPROXY_SHUTDOWN_DELAY" envDefault:"0s" help:"On SIGTERM, how long to keep accepting requests after /readyz starts failing, so load balancers stop sending first: their reaction time (e.g. 5s in Kubernetes)."`
 	ShutdownTimeout time.Duration `env:"ITLPROXY_SHUTDOWN_TIMEOUT" envDefault:"30s" help:"On SIGTERM, how long streams in flight, and WebSocket connections (the Realtime API), may take to finish before they are cut."`
@@ -114,32 +110,6 @@ type config struct {
 	web admin.WebConfig
 }
 
-// byteSize is a size in bytes, written as a whole number with an optional
-// KiB, MiB or GiB suffix.
-type byteSize int64
-
-func (b *byteSize) UnmarshalText(text []byte) error {
-	s := strings.TrimSpace(string(text))
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}} {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, mult = strings.TrimSpace(n), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || n > (1<<62)/mult {
-		return errNotSize
-	}
-	*b = byteSize(n * mult)
-	return nil
-}
-
-var errNotSize = errors.New("not a size")
-
 // configError lists every problem found in the configuration.
 type configError struct {
 	problems []string
@@ -154,24 +124,7 @@ func (e *configError) Error() string {
 // upstream is optional in demo mode, which brings its own.
 func loadConfig(environ map[string]string, demo bool) (config, error) {
 	var cfg config
-	err := env.ParseWithOptions(&cfg, env.Options{Environment: environ})
-	var problems []string
-	bad := map[string]bool{}
-	var agg env.AggregateError
-	if errors.As(err, &agg) {
-		for _, e := range agg.Errors {
-			var pe env.ParseError
-			if !errors.As(e, &pe) {
-				problems = append(problems, e.Error())
-				continue
-			}
-			key := envKey(pe.Name)
-			bad[key] = true
-			problems = append(problems, fmt.Sprintf("%s=%q: %s", key, environ[key], parseProblem(pe)))
-		}
-	} else if err != nil {
-		problems = append(problems, err.Error())
-	}
+	problems, bad := envconfig.Parse(environ, &cfg)
 	for _, p := range cfg.validate(demo) {
 		if bad[p.key] {
 			continue // already reported as unparsable
@@ -221,8 +174,8 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 	if len(problems) > 0 {
 		return cfg, &configError{problems: problems}
 	}
-	cfg.Models = cleanList(cfg.Models)
-	cfg.Tenants = cleanList(cfg.Tenants)
+	cfg.Models = envconfig.List(cfg.Models)
+	cfg.Tenants = envconfig.List(cfg.Tenants)
 	return cfg, nil
 }
 
@@ -236,39 +189,6 @@ func (c config) envObjectives() metrics.Objectives {
 // credentials: problems show it redacted.
 func urlKey(key string) bool {
 	return key == "ITLPROXY_UPSTREAM_URL" || slices.Contains(telemetry.URLVariables, key)
-}
-
-// envKey returns the variable of the config field named field.
-func envKey(field string) string {
-	f, _ := reflect.TypeFor[config]().FieldByName(field)
-	key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-	return key
-}
-
-func parseProblem(pe env.ParseError) string {
-	switch pe.Type {
-	case reflect.TypeFor[time.Duration]():
-		return "not a duration (e.g. 500ms, 30s, 10m)"
-	case reflect.TypeFor[byteSize]():
-		return "not a size (e.g. 1048576, 512KiB, 32MiB)"
-	case reflect.TypeFor[int]():
-		return "not a whole number"
-	case reflect.TypeFor[float64]():
-		return "not a number"
-	case reflect.TypeFor[bool]():
-		return "not true or false"
-	}
-	return pe.Err.Error()
-}
-
-func cleanList(in []string) []string {
-	var out []string
-	for _, s := range in {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // usage prints what `itlproxy -h` shows: the commands and every variable.
@@ -287,16 +207,6 @@ Usage:
 
 Configuration, from the environment:
 `)
-	for _, f := range reflect.VisibleFields(reflect.TypeFor[config]()) {
-		key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-		if key == "" {
-			continue
-		}
-		fmt.Fprintf(&b, "  %s", key)
-		if def, ok := f.Tag.Lookup("envDefault"); ok {
-			fmt.Fprintf(&b, " (default %s)", def)
-		}
-		fmt.Fprintf(&b, "\n      %s\n", f.Tag.Get("help"))
-	}
+	envconfig.Usage(&b, reflect.TypeFor[config]())
 	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/url"
@@ -204,31 +205,12 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	}
 	defer stopReload()
 
-	proxyLn, err := net.Listen("tcp", s.cfg.ListenAddr)
+	proxyLn, adminLn, err := s.listen()
 	if err != nil {
-		return fmt.Errorf("proxy listener (ITLPROXY_LISTEN_ADDR=%q): %w", s.cfg.ListenAddr, err)
-	}
-	adminLn, err := net.Listen("tcp", s.cfg.AdminAddr)
-	if err != nil {
-		proxyLn.Close()
-		return fmt.Errorf("admin listener (ITLPROXY_ADMIN_ADDR=%q): %w", s.cfg.AdminAddr, err)
+		return err
 	}
 	httpLog, _ := zap.NewStdLogAt(s.log.Named("http"), zap.WarnLevel)
-	// Each request's t0 is when its first bytes reached the proxy.
-	proxyLn = proxy.Listener(proxyLn, int(s.cfg.ClientSendBuffer))
-	proxySrv := &http.Server{
-		Handler: p,
-		// No ReadTimeout or WriteTimeout: they would cut long uploads and
-		// long streams. Slow clients are bounded by the header timeout.
-		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		IdleTimeout:       s.cfg.ClientIdleTimeout,
-		MaxHeaderBytes:    int(s.cfg.MaxHeaderBytes),
-		ErrorLog:          httpLog,
-		// The proxy answers OPTIONS * itself, closing the connection when
-		// its framing asks for it, as after every other request.
-		DisableGeneralOptionsHandler: true,
-		ConnContext:                  proxy.ConnContext,
-	}
+	proxySrv := s.proxyServer(p, httpLog)
 	adm := admin.New(admin.Options{Registry: s.reg, Recorder: s.recorder, StallThreshold: s.cfg.StallThreshold,
 		Reload: s.reload.Reload, Lifecycle: s.cfg.WebEnableLifecycle, Pprof: s.cfg.Pprof, Web: s.cfg.web, Log: s.log})
 	adminSrv := &http.Server{
@@ -267,6 +249,38 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		return failed
 	}
 	return nil
+}
+
+// listen opens the two listeners: the proxy's timed, so that each
+// request's t0 is when its first bytes reached the proxy.
+func (s *server) listen() (proxyLn, adminLn net.Listener, err error) {
+	proxyLn, err = net.Listen("tcp", s.cfg.ListenAddr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("proxy listener (ITLPROXY_LISTEN_ADDR=%q): %w", s.cfg.ListenAddr, err)
+	}
+	adminLn, err = net.Listen("tcp", s.cfg.AdminAddr)
+	if err != nil {
+		proxyLn.Close()
+		return nil, nil, fmt.Errorf("admin listener (ITLPROXY_ADMIN_ADDR=%q): %w", s.cfg.AdminAddr, err)
+	}
+	return proxy.Listener(proxyLn, int(s.cfg.ClientSendBuffer)), adminLn, nil
+}
+
+// proxyServer is the proxy listener's server of p.
+func (s *server) proxyServer(p http.Handler, errLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler: p,
+		// No ReadTimeout or WriteTimeout: they would cut long uploads and
+		// long streams. Slow clients are bounded by the header timeout.
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.ClientIdleTimeout,
+		MaxHeaderBytes:    int(s.cfg.MaxHeaderBytes),
+		ErrorLog:          errLog,
+		// The proxy answers OPTIONS * itself, closing the connection when
+		// its framing asks for it, as after every other request.
+		DisableGeneralOptionsHandler: true,
+		ConnContext:                  proxy.ConnContext,
+	}
 }
 
 // newProxy returns the proxy to upstream, as the configuration says.
