@@ -370,5 +370,13 @@ func everyFamily(t *testing.T) scrape.Families {
 	if code, body := postReload(t, in.admin); code != http.StatusInternalServerError {
 		t.Errorf("POST /-/reload with an unusable CA file: %d %q, want 500", code, body)
 	}
+	// Until a request has picked the refusing address first (each picks
+	// it with the other at random), and set it aside.
+	for i := 0; len(in.scrape().Series("itlproxy_upstream_ejections_total")) == 0; i++ {
+		if i == 100 {
+			t.Fatal("no request was sent to the refusing address in 100")
+		}
+		stream(t, in.proxy, "m1", fmt.Sprintf("balanced-%d", i))
+	}
 	return in.scrape()
 }
