@@ -15,7 +15,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/itlproxy/itlproxy/metrics"
-	"github.com/itlproxy/itlproxy/proxy/events"
 )
 
 // Tracing, when Config.Tracer is set: one server span per request, from
@@ -51,7 +50,7 @@ func (p *Proxy) startSpan(r *http.Request, req request) trace.Span {
 	}
 	if req.route != "" {
 		name += " " + req.route
-		attrs = append(attrs, attribute.String("http.route", req.route), attribute.String("gen_ai.operation.name", operationName(req.endpoint)))
+		attrs = append(attrs, attribute.String("http.route", req.route), attribute.String("gen_ai.operation.name", req.endpoint.GenAIOperation()))
 		if req.model != "" {
 			attrs = append(attrs, attribute.String("gen_ai.request.model", attrText(req.model, maxModelAttr)))
 		}
@@ -59,16 +58,6 @@ func (p *Proxy) startSpan(r *http.Request, req request) trace.Span {
 	_, span := p.cfg.Tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithTimestamp(req.t0), trace.WithAttributes(attrs...))
 	return span
-}
-
-// operationName is the GenAI operation a measured endpoint serves: a
-// conversation (chat) or the continuation of a prompt (text_completion).
-func operationName(endpoint events.Endpoint) string {
-	switch endpoint {
-	case events.Completions, events.OllamaGenerate, events.TGIGenerate, events.LlamaCppCompletion, events.SGLangGenerate:
-		return "text_completion"
-	}
-	return "chat"
 }
 
 // upstreamPort is the port requests to the upstream go to.
