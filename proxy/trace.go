@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -45,7 +46,7 @@ func (p *Proxy) startSpan(r *http.Request, req request) trace.Span {
 		attribute.String("http.request.method", r.Method),
 		attribute.String("server.address", p.cfg.Upstream.Hostname()),
 	}
-	if port := upstreamPort(p.cfg.Upstream.Scheme, p.cfg.Upstream.Port()); port > 0 {
+	if port := UpstreamPort(p.cfg.Upstream); port > 0 {
 		attrs = append(attrs, attribute.Int("server.port", port))
 	}
 	if req.route != "" {
@@ -60,12 +61,13 @@ func (p *Proxy) startSpan(r *http.Request, req request) trace.Span {
 	return span
 }
 
-// upstreamPort is the port requests to the upstream go to.
-func upstreamPort(scheme, port string) int {
-	if n, err := strconv.Atoi(port); err == nil {
+// UpstreamPort is the port requests to the upstream u go to (its
+// server.port): the URL's, else its scheme's; 0 for neither.
+func UpstreamPort(u *url.URL) int {
+	if n, err := strconv.Atoi(u.Port()); err == nil {
 		return n
 	}
-	switch scheme {
+	switch u.Scheme {
 	case "https":
 		return 443
 	case "http":

@@ -90,6 +90,8 @@ type config struct {
 	LogLevel  string `env:"ITLPROXY_LOG_LEVEL" envDefault:"info" help:"debug (one line per request), info, warn or error."`
 	LogFormat string `env:"ITLPROXY_LOG_FORMAT" envDefault:"json" help:"json or console."`
 
+	GenAIProvider string `env:"ITLPROXY_GENAI_PROVIDER" help:"gen_ai.provider.name of the GenAI metrics pushed over OTLP (e.g. azure.ai.openai, aws.bedrock). Unset: the provider whose API host the upstream is (api.openai.com: openai, ...), else the one whose API each route speaks: openai, anthropic on /v1/messages, a native server's name on its API. See docs/otlp.md."`
+
 	// The OpenTelemetry SDK's own variables: OTEL_*.
 	telemetry.Config
 

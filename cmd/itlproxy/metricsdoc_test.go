@@ -26,7 +26,7 @@ import (
 
 // TestMetricsReference runs itlproxy with everything on (objectives from
 // a file with a service class, tenants, sessions, a stall threshold, an
-// upstream CA file, tracing), drives traffic that gives every family a
+// upstream CA file, tracing, the metrics' push over OTLP), drives traffic that gives every family a
 // series, scrapes /metrics as Prometheus does, and holds
 // docs/metrics.md's generated sections to what the scrape says: the index
 // of every itlproxy_ family with its type, labels and Help, and the values
@@ -248,8 +248,8 @@ func fixedLabelValues(fs scrape.Families) []labelValues {
 
 // registeredFamilies are the itlproxy_ families the binary's collectors
 // register, read from their descriptors (which exist before any series
-// does), built as run builds them with tracing on: what the scrape must
-// show.
+// does), built as run builds them with tracing and the metrics' push on:
+// what the scrape must show.
 func registeredFamilies(t *testing.T) []string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -267,6 +267,13 @@ func registeredFamilies(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	defer tr.Shutdown(time.Second, zap.NewNop())
+	push, err := telemetry.StartMetrics(telemetry.Config{OTLPEndpoint: sink.URL, OTLPProtocol: "http/protobuf", OTELServiceName: "itlproxy",
+		OTELMetricsExporter: "otlp", OTELMetricExportInterval: 60000, OTELMetricExportTimeout: 1000, OTLPMetricsTemporality: "cumulative"},
+		telemetry.MetricsOptions{Gatherer: reg, Registerer: reg, Version: version, Log: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer push.Shutdown(time.Second)
 	descs := make(chan *prometheus.Desc, 256)
 	reg.Describe(descs)
 	close(descs)
@@ -342,6 +349,7 @@ func everyFamily(t *testing.T) scrape.Families {
 		"ITLPROXY_UPSTREAM_CA_FILE":     ca,
 		"ITLPROXY_WEB_ENABLE_LIFECYCLE": "true",
 		"OTEL_EXPORTER_OTLP_ENDPOINT":   collector.URL,
+		"OTEL_METRICS_EXPORTER":         "prometheus,otlp",
 	})
 
 	// A session whose second stream is much slower than its first:

@@ -368,7 +368,7 @@ func TestRefusingCollector(t *testing.T) {
 	waitFor(t, "3 spans counted as export_failed", 10*time.Second, func() bool {
 		return in.scrape().Value("itlproxy_trace_spans_dropped_total", "reason", "export_failed") == 3
 	})
-	if !strings.Contains(in.stderr.String(), "span export failed") {
+	if log := in.stderr.String(); !strings.Contains(log, "OpenTelemetry export failed") || !strings.Contains(log, "traces export") {
 		t.Errorf("the failed export is not logged:\n%s", in.stderr)
 	}
 }
