@@ -101,6 +101,7 @@ func checkContainer(t *testing.T, r *rendered, pod corev1.PodSpec, c corev1.Cont
 	if env["ITLPROXY_SESSION_HEADER"] == "" {
 		t.Error("ITLPROXY_SESSION_HEADER is not set")
 	}
+	checkOTLP(t, env)
 	return env, proxyPort, adminPort, web
 }
 
