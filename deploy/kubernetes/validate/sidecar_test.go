@@ -71,11 +71,11 @@ func checkSidecar(t *testing.T, r *rendered, d *appsv1.Deployment) {
 // wherever it runs (the sidecar, the chart's gateway): a pinned image, a
 // proxy and an admin port it listens on, probes on the admin port, the
 // locked-down security context, resources, a shutdown that fits the grace
-// period, an SLO file from a rendered ConfigMap, a session header, and a
-// web configuration file that itlproxy would take, when one is set, with
-// probes of the scheme it makes the admin port speak. It returns the
-// container's effective environment, its two ports and what the web
-// configuration file says.
+// period, an SLO file from a rendered ConfigMap, a session header, a web
+// configuration file that itlproxy would take, when one is set, with
+// probes of the scheme it makes the admin port speak, and OTEL_* variables
+// it would take (checkOTLP). It returns the container's effective
+// environment, its two ports and what the web configuration file says.
 func checkContainer(t *testing.T, r *rendered, pod corev1.PodSpec, c corev1.Container) (env map[string]string, proxyPort, adminPort int32, web adminWeb) {
 	t.Helper()
 	checkImage(t, c.Image)
