@@ -11,12 +11,12 @@ import (
 	"go.uber.org/zap"
 )
 
-// countedMetricExporter is the metric exporter as the periodic reader sees it:
-// each failed export (refused, partly refused, or past the reader's
-// deadline) is counted, the first of an outage logged, and the export that
-// ends the outage logged too. It returns nil either way: the reader would
-// hand the error to OpenTelemetry's global handler, which logs each one,
-// every interval of an outage.
+// countedMetricExporter is the metric exporter as the periodic reader
+// sees it: each failed export (refused, partly refused, or past the
+// reader's deadline) is counted, the first of an outage logged, and the
+// export that ends the outage logged too. It returns nil either way: the
+// reader would hand the error to OpenTelemetry's global handler, which
+// logs each one, every interval of an outage.
 type countedMetricExporter struct {
 	sdkmetric.Exporter
 	failed   prometheus.Counter
@@ -36,8 +36,8 @@ func (e *countedMetricExporter) Export(ctx context.Context, rm *metricdata.Resou
 		e.failed.Inc()
 		e.outage++
 		if e.outage == 1 {
-			e.log.Warn("OTLP metric export failed; the next exports carry the totals again, and failures are "+
-				"counted in itlproxy_otlp_metric_exports_failed_total and not logged until one succeeds",
+			e.log.Warn("OTLP metric export failed; failed exports are counted in "+
+				"itlproxy_otlp_metric_exports_failed_total and not logged again until one succeeds",
 				zap.String("endpoint", e.endpoint), zap.Error(err))
 		}
 	case e.outage > 0:

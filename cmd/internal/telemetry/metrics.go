@@ -42,19 +42,6 @@ func StartMetrics(cfg Config, opts MetricsOptions) (Metrics, error) {
 	if endpoint == "" {
 		return Metrics{}, nil
 	}
-	var exp sdkmetric.Exporter
-	var err error
-	// The exporter's own timeout per attempt is the push's bound: the
-	// reader's deadline cuts retries there too.
-	timeout := cfg.MetricExportTimeout()
-	if protocol == protocolGRPC {
-		exp, err = otlpmetricgrpc.New(context.Background(), otlpmetricgrpc.WithEndpointURL(endpoint), otlpmetricgrpc.WithTimeout(timeout))
-	} else {
-		exp, err = otlpmetrichttp.New(context.Background(), otlpmetrichttp.WithEndpointURL(endpoint), otlpmetrichttp.WithTimeout(timeout))
-	}
-	if err != nil {
-		return Metrics{}, err
-	}
 	failed := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "itlproxy_otlp_metric_exports_failed_total",
 		Help: "OTLP metric exports that failed, refused in whole or in part or past OTEL_METRIC_EXPORT_TIMEOUT, each dropped (exported only when metrics are pushed over OTLP).",
@@ -63,6 +50,18 @@ func StartMetrics(cfg Config, opts MetricsOptions) (Metrics, error) {
 		return Metrics{}, err
 	}
 	res, err := newResource(cfg, opts.Version)
+	if err != nil {
+		return Metrics{}, err
+	}
+	// The exporter's own timeout per attempt is the push's bound: the
+	// reader's deadline cuts retries there too.
+	timeout := cfg.MetricExportTimeout()
+	var exp sdkmetric.Exporter
+	if protocol == protocolGRPC {
+		exp, err = otlpmetricgrpc.New(context.Background(), otlpmetricgrpc.WithEndpointURL(endpoint), otlpmetricgrpc.WithTimeout(timeout))
+	} else {
+		exp, err = otlpmetrichttp.New(context.Background(), otlpmetrichttp.WithEndpointURL(endpoint), otlpmetrichttp.WithTimeout(timeout))
+	}
 	if err != nil {
 		return Metrics{}, err
 	}
