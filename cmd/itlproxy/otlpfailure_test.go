@@ -128,6 +128,7 @@ func TestOTLPReceiverDownMidLoad(t *testing.T) {
 			t.Errorf("stream %d: the client got %d bytes, the upstream sent %d, not the same", i, len(got[i]), len(want))
 		}
 	}
+	waitEnded(t, in, "m", streams)
 	fs := in.scrape()
 	itl, _ := fs.Histogram("itlproxy_inter_token_latency_seconds", "model", "m")
 	ttft, _ := fs.Histogram("itlproxy_time_to_first_token_seconds", "model", "m")

@@ -59,13 +59,15 @@ func TestOTLPMetricsPush(t *testing.T) {
 		timedStream(t, in.proxy, "m", map[string]string{"X-Request-Id": id})
 	}
 	stream(t, in.proxy, "n", "d")
+	waitEnded(t, in, "m", 3)
+	waitEnded(t, in, "n", 1)
 	fs := in.scrape()
 	itl, _ := fs.Histogram("itlproxy_inter_token_latency_seconds", "model", "m")
-	p := rc.waitPush(t, "a push with every gap of model m", 10*time.Second, func(p pushed) bool {
+	p := rc.waitPush(t, "a push with every gap and request", 10*time.Second, func(p pushed) bool {
 		pt := expPoint(p.metrics["itlproxy_inter_token_latency_seconds"], map[string]string{"model": "m"})
-		return pt != nil && pt.Count == itl
+		return pt != nil && pt.Count == itl && total(p.metrics["itlproxy_requests_total"]) == 4
 	})
-	fs = in.scrape() // the same totals as the push: no stream since
+	fs = in.scrape() // the same totals as the push: nothing ended since
 	checkPushedFamilies(t, fs, p)
 	checkPushedExemplars(t, p, spans.span(t, "a"))
 	upURL, _ := url.Parse(up.URL)
@@ -291,6 +293,7 @@ func TestOTLPMetricsDelta(t *testing.T) {
 			for i := range 12 {
 				stream(t, in.proxy, "m", streamID(i))
 			}
+			waitEnded(t, in, "m", 12)
 			fs := in.scrape()
 			itl, itlSum := fs.Histogram("itlproxy_inter_token_latency_seconds", "model", "m")
 			streams := fs.Value("itlproxy_streams_total", "outcome", "completed")
@@ -343,4 +346,13 @@ func (rc *metricReceiver) sumTotal(name string, want map[string]string) float64 
 		}
 	}
 	return total
+}
+
+// total adds up the points of sum m.
+func total(m *metricspb.Metric) float64 {
+	var n float64
+	for _, p := range m.GetSum().GetDataPoints() {
+		n += p.GetAsDouble()
+	}
+	return n
 }

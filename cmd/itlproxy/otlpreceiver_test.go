@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -127,4 +128,18 @@ func includes(got, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// waitEnded waits until /metrics counts n requests of model, each counted
+// when its exchange has ended, after its stream's figures: a client that
+// has read a stream to its end can return before its proxy counts it.
+func waitEnded(t *testing.T, in *instance, model string, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("/metrics to count %d requests of %s", n, model), 10*time.Second, func() bool {
+		total := 0.0
+		for _, s := range in.scrape().Series("itlproxy_requests_total", "model", model) {
+			total += s.GetCounter().GetValue()
+		}
+		return total == float64(n)
+	})
 }

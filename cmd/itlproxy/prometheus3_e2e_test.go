@@ -48,6 +48,9 @@ func TestOTLPPushToPrometheus3(t *testing.T) {
 		}
 	}
 	wg.Wait()
+	for _, m := range models {
+		waitEnded(t, in, m, perModel)
+	}
 	fs := in.scrape()
 
 	upURL, _ := url.Parse(up.URL)
