@@ -128,6 +128,11 @@ func TestExitStatuses(t *testing.T) {
 		output string
 	}{
 		{"bad config", nil, []string{"ITLPROXY_UPSTREAM_URL=", "ITLPROXY_SHUTDOWN_TIMEOUT=x"}, 2, "ITLPROXY_SHUTDOWN_TIMEOUT=\"x\": not a duration"},
+		{"bad metrics exporter", nil, []string{"ITLPROXY_UPSTREAM_URL=http://127.0.0.1:8000", "OTEL_METRICS_EXPORTER=console"}, 2,
+			`OTEL_METRICS_EXPORTER="console": must be prometheus, otlp, both (prometheus,otlp) or none`},
+		{"bad metrics endpoint", nil, []string{"ITLPROXY_UPSTREAM_URL=http://127.0.0.1:8000", "OTEL_METRICS_EXPORTER=otlp",
+			"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=collector:4318"}, 2,
+			`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="collector:4318": not an http or https URL`},
 		{"unknown command", []string{"serve"}, nil, 2, `unknown argument "serve"`},
 		{"help", []string{"-h"}, nil, 0, "ITLPROXY_UPSTREAM_URL"},
 		{"version", []string{"version"}, nil, 0, "itlproxy dev"},
