@@ -11,7 +11,8 @@ import "slices"
 // the breakdowns multiply label sets by their bands: the two histograms
 // every gap and every first token is observed in (ITL and TTFT) keep full
 // resolution, and the breakdowns of the same clocks by band or by turn,
-// and the figures of each stream's shape, get coarse sets. A breakdown that
+// and the figures of each stream's shape and each response's tokens, get
+// coarse sets. A breakdown that
 // an objective judges (ITL by load and by position, TTFT by load and by
 // turn, TPOT by context, each stream's longest gap) adds every objective of
 // that kind to its coarse set, as the main histograms do, so that a band's
@@ -72,6 +73,13 @@ var (
 	// dashboards read the mean (_sum over _count); le="1" is the share of
 	// events of a single token.
 	tokenCountBuckets = []float64{1, 2, 4}
+
+	// responseTokenBuckets: the input and the output tokens of each
+	// response, from a short reply to a long document's prompt: every
+	// third bound of the GenAI conventions' advice for
+	// gen_ai.client.token.usage (powers of 4), coarse because the OTLP
+	// export carries the native buckets.
+	responseTokenBuckets = []float64{16, 1024, 65536}
 
 	// durationBuckets cover health checks to long generations.
 	durationBuckets = []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 600}

@@ -50,11 +50,11 @@ func (r *registrar) histogram(name, help string, buckets []float64, labels ...st
 }
 
 // breakdown builds a histogram that breaks a main clock down (by load,
-// position, context or turn), describes each stream's shape, or holds an
-// engine's own figures: with classic buckets, coarse (plus the objectives
-// that judge what it observes, which the caller adds), beside the native
-// ones; without any when the scraper takes native histograms
-// (Options.NativeBreakdowns).
+// position, context or turn), describes each stream's shape or each
+// response's tokens, or holds an engine's own figures: with classic
+// buckets, coarse (plus the objectives that judge what it observes, which
+// the caller adds), beside the native ones; without any when the scraper
+// takes native histograms (Options.NativeBreakdowns).
 func (r *registrar) breakdown(name, help string, classic []float64, labels ...string) *prometheus.HistogramVec {
 	if r.nativeBreakdowns {
 		classic = nil
@@ -124,6 +124,10 @@ func (m *Metrics) trafficCollectors(r *registrar) {
 		"Input (prompt) tokens, cached or not, from the usage the upstream reported, counted when a "+
 			"response that reported usage ends.",
 		"model", "endpoint", "tenant")
+	m.tokensPerResponse = r.breakdown("tokens_per_response",
+		"Tokens of each response by type (input, output), observed once when it ends, from the counts "+
+			"itlproxy_input_tokens_total and itlproxy_output_tokens_total add.",
+		responseTokenBuckets, "model", "endpoint", "type")
 	m.active = r.gauge("active_streams",
 		"Streams in flight, each from t0 (or the upstream's event-stream headers) to the end of its "+
 			"response.",

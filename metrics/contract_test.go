@@ -205,6 +205,11 @@ var contract = []family{
 	{"itlproxy_tokens_per_event", typeHistogram, endpointModel, []string{
 		"Output tokens carried by each token-bearing event", "once per event"}, []string{
 		"continuous_usage_stats", "final usage divided by its token-bearing events, once per event"}},
+	{"itlproxy_tokens_per_response", typeHistogram, []string{"endpoint", "model", "type"}, []string{
+		"Tokens of each response by type (" + TokenInput + ", " + TokenOutput + ")", "observed once when it ends",
+		"itlproxy_input_tokens_total and itlproxy_output_tokens_total"}, []string{
+		"gen_ai.client.token.usage", "one observation per response and type", "never per event",
+		"a count the upstream did not report is not observed", coarseBuckets}},
 	{"itlproxy_inter_token_latency_per_token_seconds", typeHistogram, endpointModel, []string{
 		"A gap between token-bearing events divided by the tokens the later event carries",
 		"where the upstream reports tokens per event"}, []string{

@@ -11,11 +11,11 @@ import (
 // an idle socket) to a second (a client that stopped reading), with the
 // 5 ms the proxy's own delay is alerted at. The native buckets resolve
 // every microsecond range; these are for servers that scrape classic ones.
-var forwardingBuckets = []float64{0.00001, 0.0001, 0.001, 0.005, 0.025, 0.1, 1}
+var forwardingBuckets = []float64{0.00001, 0.0001, 0.001, 0.005, 0.1, 1}
 
 // requestForwardBuckets: the request leg, from a pooled connection's
 // microseconds to an upload or a slow dial.
-var requestForwardBuckets = []float64{0.00001, 0.0001, 0.001, 0.005, 0.025, 0.1, 1, 10}
+var requestForwardBuckets = []float64{0.0001, 0.001, 0.005, 0.1, 1, 10}
 
 // forwardingCollectors builds the histograms of what the proxy adds: each
 // token event's time inside the proxy and its write to the client, and

@@ -86,10 +86,11 @@ type Options struct {
 	DegradeFactor float64
 	// NativeBreakdowns gives the histograms that break the main clocks
 	// down (by load, position, context and turn), those of each stream's
-	// shape and the engines' own native buckets only: for a scraper that
-	// takes native histograms, one series each instead of one per classic
-	// bucket. The four main histograms (TTFT, ITL, TPOT, request duration)
-	// keep their classic buckets beside their native ones either way.
+	// shape, the tokens per response and the engines' own native buckets
+	// only: for a scraper that takes native histograms, one series each
+	// instead of one per classic bucket. The four main histograms (TTFT,
+	// ITL, TPOT, request duration) keep their classic buckets beside their
+	// native ones either way.
 	NativeBreakdowns bool
 	// Version and Revision are exported by itlproxy_build_info.
 	Version, Revision, GoVersion string
@@ -130,6 +131,11 @@ type Metrics struct {
 	// Several tokens per event.
 	tokensPerEvent *prometheus.HistogramVec
 	itlPerToken    *prometheus.HistogramVec
+
+	// tokensPerResponse observes the counts inputTokens and outputTokens
+	// add, one per response and type, for the OTLP export's
+	// gen_ai.client.token.usage.
+	tokensPerResponse *prometheus.HistogramVec
 
 	// ITL and TTFT by load (load.go).
 	itlByLoad  *prometheus.HistogramVec
@@ -236,14 +242,23 @@ func (m *Metrics) Request(l Labels, streaming bool, code int, d time.Duration) {
 	m.duration.WithLabelValues(l.Model, l.Endpoint, s).Observe(d.Seconds())
 }
 
-// Tokens adds a finished response's token counts. Negative counts mean
-// unknown and add nothing.
+// Token types, the type label of itlproxy_tokens_per_response: the
+// values of the GenAI conventions' gen_ai.token.type.
+const (
+	TokenInput  = "input"
+	TokenOutput = "output"
+)
+
+// Tokens adds a finished response's token counts, and observes each in
+// the tokens per response. Negative counts mean unknown and add nothing.
 func (m *Metrics) Tokens(l Labels, input, output int64) {
 	if input >= 0 {
 		m.inputTokens.WithLabelValues(l.Model, l.Endpoint, l.Tenant).Add(float64(input))
+		m.tokensPerResponse.WithLabelValues(l.Model, l.Endpoint, TokenInput).Observe(float64(input))
 	}
 	if output >= 0 {
 		m.outputTokens.WithLabelValues(l.Model, l.Endpoint, l.Tenant).Add(float64(output))
+		m.tokensPerResponse.WithLabelValues(l.Model, l.Endpoint, TokenOutput).Observe(float64(output))
 	}
 }
 

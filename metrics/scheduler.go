@@ -13,10 +13,11 @@ import (
 // wait to run once they are ready: runtime/metrics' /sched/latencies.
 const schedulerLatencies = "/sched/latencies:seconds"
 
-// schedulerBuckets are the classic bounds it is exported with: fine from
-// 10 µs to 25 ms, where a proxy's wait to run goes from idle to
-// overloaded, with 5 ms, the alert's threshold, among them.
-var schedulerBuckets = []float64{0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1}
+// schedulerBuckets are the classic bounds it is exported with: finest
+// from 1 to 10 ms, where a proxy's wait to run goes from busy to
+// overloaded, with 5 ms, the alert's threshold, among them; the native
+// buckets resolve the rest.
+var schedulerBuckets = []float64{0.0001, 0.001, 0.0025, 0.005, 0.01, 0.1}
 
 // schedulerSchema is its native buckets' schema: 2, buckets 19% wide, as
 // fine as the runtime's own (four to each doubling).

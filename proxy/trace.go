@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/itlproxy/itlproxy/metrics"
-	"github.com/itlproxy/itlproxy/proxy/events"
 	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
@@ -48,12 +48,12 @@ func (p *Proxy) startSpan(r *http.Request, req request) trace.Span {
 		attribute.String("http.request.method", r.Method),
 		attribute.String("server.address", p.cfg.Upstream.Hostname()),
 	}
-	if port := upstreamPort(p.cfg.Upstream.Scheme, p.cfg.Upstream.Port()); port > 0 {
+	if port := UpstreamPort(p.cfg.Upstream); port > 0 {
 		attrs = append(attrs, attribute.Int("server.port", port))
 	}
 	if req.route != "" {
 		name += " " + req.route
-		attrs = append(attrs, attribute.String("http.route", req.route), attribute.String("gen_ai.operation.name", operationName(req.endpoint)))
+		attrs = append(attrs, attribute.String("http.route", req.route), attribute.String("gen_ai.operation.name", req.endpoint.GenAIOperation()))
 		if req.model != "" {
 			attrs = append(attrs, attribute.String("gen_ai.request.model", attrText(req.model, maxModelAttr)))
 		}
@@ -63,22 +63,13 @@ func (p *Proxy) startSpan(r *http.Request, req request) trace.Span {
 	return span
 }
 
-// operationName is the GenAI operation a measured endpoint serves: a
-// conversation (chat) or the continuation of a prompt (text_completion).
-func operationName(endpoint events.Endpoint) string {
-	switch endpoint {
-	case events.Completions, events.OllamaGenerate, events.TGIGenerate, events.LlamaCppCompletion, events.SGLangGenerate:
-		return "text_completion"
-	}
-	return "chat"
-}
-
-// upstreamPort is the port requests to the upstream go to.
-func upstreamPort(scheme, port string) int {
-	if n, err := strconv.Atoi(port); err == nil {
+// UpstreamPort is the port requests to the upstream u go to (its
+// server.port): the URL's, else its scheme's; 0 for neither.
+func UpstreamPort(u *url.URL) int {
+	if n, err := strconv.Atoi(u.Port()); err == nil {
 		return n
 	}
-	switch scheme {
+	switch u.Scheme {
 	case "https":
 		return 443
 	case "http":

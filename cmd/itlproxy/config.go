@@ -69,7 +69,7 @@ type config struct {
 	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model and per-class objectives, over the defaults above (see docs/slos.md). Re-read when it changes, on SIGHUP and on POST /-/reload (with ITLPROXY_WEB_ENABLE_LIFECYCLE)."`
 	StallThreshold time.Duration `env:"ITLPROXY_STALL_THRESHOLD" envDefault:"2s" help:"A gap between tokens longer than this counts as a stall (itlproxy_stalls_total). 0: none."`
 
-	NativeBreakdowns bool `env:"ITLPROXY_NATIVE_BREAKDOWNS" envDefault:"false" help:"For a Prometheus that scrapes native histograms: the histograms that break ITL, TTFT and TPOT down (by load, position, context, turn), those of each stream's shape and the engines' own carry native buckets only, one series each instead of one per classic bucket. ITL, TTFT, TPOT and request duration keep their classic buckets. See docs/series-budget.md."`
+	NativeBreakdowns bool `env:"ITLPROXY_NATIVE_BREAKDOWNS" envDefault:"false" help:"For a Prometheus that scrapes native histograms: the histograms that break ITL, TTFT and TPOT down (by load, position, context, turn), those of each stream's shape, the tokens per response and the engines' own carry native buckets only, one series each instead of one per classic bucket. ITL, TTFT, TPOT and request duration keep their classic buckets. See docs/series-budget.md."`
 
 	ClassHeader  string   `env:"ITLPROXY_CLASS_HEADER" envDefault:"X-SLO-Class" help:"Request header that names the request's service class; classes not defined in ITLPROXY_SLO_FILE are labelled default."`
 	TenantHeader string   `env:"ITLPROXY_TENANT_HEADER" help:"Request header whose value is the tenant label (team, application). Unset: every tenant label is _none. Authorization, cookies and headers named like keys, tokens or secrets are refused (exit 2)."`
@@ -89,6 +89,8 @@ type config struct {
 
 	LogLevel  string `env:"ITLPROXY_LOG_LEVEL" envDefault:"info" help:"debug (one line per request), info, warn or error."`
 	LogFormat string `env:"ITLPROXY_LOG_FORMAT" envDefault:"json" help:"json or console."`
+
+	GenAIProvider string `env:"ITLPROXY_GENAI_PROVIDER" help:"gen_ai.provider.name of the GenAI metrics pushed over OTLP (e.g. azure.ai.openai, aws.bedrock). Unset: the provider whose API host the upstream is (api.openai.com: openai, ...), else the one whose API each route speaks: openai, anthropic on /v1/messages, a native server's name on its API. See docs/otlp.md."`
 
 	// The OpenTelemetry SDK's own variables: OTEL_*.
 	telemetry.Config

@@ -56,6 +56,11 @@ func TestConfigDefaults(t *testing.T) {
 			OTELTracesSampler:    "parentbased_always_on",
 			OTELTracesSamplerArg: 1,
 			OTELBSPMaxQueueSize:  2048,
+
+			OTELMetricsExporter:      "prometheus",
+			OTELMetricExportInterval: 60000,
+			OTELMetricExportTimeout:  30000,
+			OTLPMetricsTemporality:   "cumulative",
 		},
 		routes: proxy.DefaultRoutes,
 	}
@@ -138,6 +143,36 @@ var configErrorCases = []struct {
 			`OTEL_TRACES_SAMPLER_ARG="2": must be between 0 and 1`,
 			`OTEL_BSP_MAX_QUEUE_SIZE="0": must be at least 1`,
 		},
+	},
+	{
+		name: "metrics push without an endpoint",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "OTEL_METRICS_EXPORTER": "prometheus,otlp"},
+		want: []string{`OTEL_METRICS_EXPORTER="prometheus,otlp": pushing metrics over OTLP needs OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://otel-collector:4318)`},
+	},
+	{
+		name: "metrics push",
+		env: map[string]string{
+			"ITLPROXY_UPSTREAM_URL":                             upstreamOK,
+			"OTEL_METRICS_EXPORTER":                             "otlp,console",
+			"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT":               "otel-collector:4318/v1/metrics",
+			"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL":               "http/json",
+			"OTEL_METRIC_EXPORT_INTERVAL":                       "60s",
+			"OTEL_METRIC_EXPORT_TIMEOUT":                        "0",
+			"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "monotonic",
+		},
+		want: []string{
+			`OTEL_METRIC_EXPORT_INTERVAL="60s": not a whole number`,
+			`OTEL_EXPORTER_OTLP_METRICS_PROTOCOL="http/json": must be http/protobuf or grpc`,
+			`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="otel-collector:4318/v1/metrics": not an http or https URL (e.g. http://otel-collector:4318)`,
+			`OTEL_METRICS_EXPORTER="otlp,console": must be prometheus, otlp, both (prometheus,otlp) or none`,
+			`OTEL_METRIC_EXPORT_TIMEOUT="0": must be at least 1 (milliseconds)`,
+			`OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE="monotonic": must be cumulative, delta or lowmemory`,
+		},
+	},
+	{
+		name: "none pushes nothing and takes nothing else",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "OTEL_METRICS_EXPORTER": "none,otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"},
+		want: []string{`OTEL_METRICS_EXPORTER="none,otlp": must be prometheus, otlp, both (prometheus,otlp) or none`},
 	},
 	{
 		name: "every problem at once, in field order",

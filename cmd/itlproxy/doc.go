@@ -9,12 +9,13 @@
 // once, naming the variable), the wiring and the run (run.go): main adds
 // signals and the exit status (2 for a bad command line or configuration,
 // 1 for any other failure) and calls run, which builds one Prometheus
-// registry, the metrics, the tracer (cmd/internal/telemetry), the stream
-// recorder, the reloader (cmd/internal/reload) and the proxy (package
-// proxy), and serves the proxy listener and the admin listener
-// (cmd/internal/admin) until the shutdown; `itlproxy demo` (demo.go) runs
-// the same in front of a simulated upstream (cmd/internal/demo). How a
-// request flows through the packages is docs/code.md's.
+// registry, the metrics, the tracer and the metrics' push over OTLP
+// (cmd/internal/telemetry), the stream recorder, the reloader
+// (cmd/internal/reload) and the proxy (package proxy), and serves the
+// proxy listener and the admin listener (cmd/internal/admin) until the
+// shutdown; `itlproxy demo` (demo.go) runs the same in front of a
+// simulated upstream (cmd/internal/demo). How a request flows through the
+// packages is docs/code.md's.
 package main
 
 // The generated sections of docs/configuration.md and docs/metrics.md

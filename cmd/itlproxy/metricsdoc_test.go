@@ -26,7 +26,7 @@ import (
 
 // TestMetricsReference runs itlproxy with everything on (objectives from
 // a file with a service class, tenants, sessions, a stall threshold, an
-// upstream CA file, tracing), drives traffic that gives every family a
+// upstream CA file, tracing, the metrics' push over OTLP), drives traffic that gives every family a
 // series, scrapes /metrics as Prometheus does, and holds
 // docs/metrics.md's generated sections to what the scrape says: the index
 // of every itlproxy_ family with its type, labels and Help, and the values
@@ -240,6 +240,7 @@ func fixedLabelValues(fs scrape.Families) []labelValues {
 		{"reason", "`itlproxy_trace_spans_dropped_total`", of("itlproxy_trace_spans_dropped_total", "reason")},
 		{"slo", "the `itlproxy_slo_*` families", []string{metrics.SLOTTFT, metrics.SLOITL, metrics.SLOTPOT, metrics.SLOMaxGap}},
 		{"verdict", "`itlproxy_streams_judged_total`", []string{metrics.VerdictMet, metrics.VerdictMissed}},
+		{"type", "`itlproxy_tokens_per_response`", []string{metrics.TokenInput, metrics.TokenOutput}},
 		{"streaming", "`itlproxy_requests_total`, `itlproxy_request_duration_seconds`", []string{"true", "false"}},
 		{"load", "the `*_by_load_*` families, `itlproxy_load_band_upper_streams`", of("itlproxy_load_band_upper_streams", "load")},
 	}
@@ -247,8 +248,8 @@ func fixedLabelValues(fs scrape.Families) []labelValues {
 
 // registeredFamilies are the itlproxy_ families the binary's collectors
 // register, read from their descriptors (which exist before any series
-// does), built as run builds them with tracing on: what the scrape must
-// show.
+// does), built as run builds them with tracing and the metrics' push on:
+// what the scrape must show.
 func registeredFamilies(t *testing.T) []string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -266,6 +267,13 @@ func registeredFamilies(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	defer tr.Shutdown(time.Second, zap.NewNop())
+	push, err := telemetry.StartMetrics(telemetry.Config{OTLPEndpoint: sink.URL, OTLPProtocol: "http/protobuf", OTELServiceName: "itlproxy",
+		OTELMetricsExporter: "otlp", OTELMetricExportInterval: 60000, OTELMetricExportTimeout: 1000, OTLPMetricsTemporality: "cumulative"},
+		telemetry.MetricsOptions{Gatherer: reg, Registerer: reg, Version: version, Log: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer push.Shutdown(time.Second)
 	descs := make(chan *prometheus.Desc, 256)
 	reg.Describe(descs)
 	close(descs)
@@ -345,6 +353,7 @@ func everyFamily(t *testing.T) scrape.Families {
 		"ITLPROXY_UPSTREAM_CA_FILE":     ca,
 		"ITLPROXY_WEB_ENABLE_LIFECYCLE": "true",
 		"OTEL_EXPORTER_OTLP_ENDPOINT":   collector.URL,
+		"OTEL_METRICS_EXPORTER":         "prometheus,otlp",
 	})
 
 	// A session whose second stream is much slower than its first:

@@ -199,11 +199,11 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	}
 	s.warnAtStart()
 	p := s.newProxy(urls[0], endpoints)
-	stopReload, err := s.reload.Start()
+	stopBeside, err := s.startBeside(urls[0])
 	if err != nil {
-		return fmt.Errorf("watching the configuration files: %w", err)
+		return err
 	}
-	defer stopReload()
+	defer stopBeside()
 
 	proxyLn, adminLn, err := s.listen()
 	if err != nil {
@@ -249,6 +249,41 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		return failed
 	}
 	return nil
+}
+
+// startBeside starts what runs beside the listeners: the metrics' push
+// over OTLP and the reloader. stop stops the reloader, then pushes the
+// metrics a last time: after the shutdown, with every stream it let
+// finish.
+func (s *server) startBeside(upstream *url.URL) (stop func(), err error) {
+	stopPush, err := s.pushMetrics(upstream)
+	if err != nil {
+		return nil, err
+	}
+	stopReload, err := s.reload.Start()
+	if err != nil {
+		stopPush()
+		return nil, fmt.Errorf("watching the configuration files: %w", err)
+	}
+	return func() { stopReload(); stopPush() }, nil
+}
+
+// pushMetrics starts pushing the registry's metrics over OTLP when the
+// configuration asks for it, and returns what makes the last push and
+// stops them.
+func (s *server) pushMetrics(upstream *url.URL) (stop func(), err error) {
+	m, err := telemetry.StartMetrics(s.cfg.Config, telemetry.MetricsOptions{
+		Gatherer: s.reg, Registerer: s.reg, Version: version, Log: s.log,
+		GenAI: telemetry.GenAI{ServerAddress: upstream.Hostname(), ServerPort: proxy.UpstreamPort(upstream), Provider: s.cfg.GenAIProvider},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("OTLP metric export: %w", err)
+	}
+	if endpoint, protocol := s.cfg.MetricsEndpoint(); endpoint != "" {
+		s.log.Info("pushing metrics", zap.String("protocol", protocol), zap.String("endpoint", redactURL(endpoint)),
+			zap.Duration("interval", s.cfg.MetricExportInterval()), zap.String("temporality", string(s.cfg.Temporality())))
+	}
+	return func() { m.Shutdown(telemetry.MetricFlushTimeout) }, nil
 }
 
 // listen opens the two listeners: the proxy's timed, so that each

@@ -66,8 +66,8 @@ func TestShutdownTimeoutCutsStreams(t *testing.T) {
 }
 
 // TestNoSecretsInLogs plants credentials, a prompt and a completion, logs
-// at debug level through successful and failing requests, and greps the
-// whole log for them.
+// at debug level through successful and failing requests and failing
+// metrics pushes, and greps the whole log for them.
 func TestNoSecretsInLogs(t *testing.T) {
 	const completion = "PLANTED-COMPLETION"
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -81,7 +81,10 @@ func TestNoSecretsInLogs(t *testing.T) {
 		strings.Replace(up.URL, "http://", "http://user:PLANTED-PASSWORD@", 1) + "?api-key=PLANTED-QUERY-KEY",
 		"http://user:PLANTED-PASSWORD@" + dead,
 	} {
-		in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": upstream, "ITLPROXY_LOG_LEVEL": "debug"})
+		in := start(t, nil, map[string]string{"ITLPROXY_UPSTREAM_URL": upstream, "ITLPROXY_LOG_LEVEL": "debug",
+			// A metrics push to nowhere, with credentials in its URL.
+			"OTEL_METRICS_EXPORTER": "otlp", "OTEL_METRIC_EXPORT_INTERVAL": "50", "OTEL_METRIC_EXPORT_TIMEOUT": "200",
+			"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://user:PLANTED-PUSH-PASSWORD@" + dead + "/v1/metrics"})
 		for _, path := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
 			req, _ := http.NewRequest(http.MethodPost, "http://"+in.proxy+path, strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"PLANTED-PROMPT"}]}`))
 			req.Header.Set("Authorization", "Bearer PLANTED-BEARER")
@@ -95,6 +98,9 @@ func TestNoSecretsInLogs(t *testing.T) {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
+		waitFor(t, "a failed metrics push logged", 5*time.Second, func() bool {
+			return strings.Contains(in.stderr.String(), "OTLP metric export failed")
+		})
 		in.stop()
 		_ = in.wait(10 * time.Second)
 		logs.WriteString(in.stderr.String())
@@ -122,6 +128,11 @@ func TestExitStatuses(t *testing.T) {
 		output string
 	}{
 		{"bad config", nil, []string{"ITLPROXY_UPSTREAM_URL=", "ITLPROXY_SHUTDOWN_TIMEOUT=x"}, 2, "ITLPROXY_SHUTDOWN_TIMEOUT=\"x\": not a duration"},
+		{"bad metrics exporter", nil, []string{"ITLPROXY_UPSTREAM_URL=http://127.0.0.1:8000", "OTEL_METRICS_EXPORTER=console"}, 2,
+			`OTEL_METRICS_EXPORTER="console": must be prometheus, otlp, both (prometheus,otlp) or none`},
+		{"bad metrics endpoint", nil, []string{"ITLPROXY_UPSTREAM_URL=http://127.0.0.1:8000", "OTEL_METRICS_EXPORTER=otlp",
+			"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=collector:4318"}, 2,
+			`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="collector:4318": not an http or https URL`},
 		{"unknown command", []string{"serve"}, nil, 2, `unknown argument "serve"`},
 		{"help", []string{"-h"}, nil, 0, "ITLPROXY_UPSTREAM_URL"},
 		{"version", []string{"version"}, nil, 0, "itlproxy dev"},

@@ -64,7 +64,14 @@ func scrapeTarget(target string) string {
 
 func startPrometheus(t testing.TB, flags []string, scrapeConfigs string, ruleFiles []string) *Prometheus {
 	t.Helper()
-	bin := testenv.LookPath(t, "prometheus", InstallPrometheus)
+	return runPrometheus(t, testenv.LookPath(t, "prometheus", InstallPrometheus), flags, scrapeConfigs, ruleFiles)
+}
+
+// runPrometheus runs the Prometheus server bin with flags, scraping
+// scrapeConfigs and evaluating ruleFiles every second, on loopback with a
+// data directory of its own, and waits until it is ready.
+func runPrometheus(t testing.TB, bin string, flags []string, scrapeConfigs string, ruleFiles []string) *Prometheus {
+	t.Helper()
 	dir := t.TempDir()
 	var rules strings.Builder
 	for _, f := range ruleFiles {
@@ -140,6 +147,9 @@ func (p *Prometheus) api(path string, params url.Values, data any) {
 type Sample struct {
 	Metric map[string]string `json:"metric"`
 	Value  [2]any            `json:"value"`
+	// Histogram is the sample of a native histogram, which has no Value:
+	// its time and its count, sum and buckets.
+	Histogram []any `json:"histogram,omitempty"`
 }
 
 // Query runs an instant query.

@@ -52,3 +52,27 @@ func (e Endpoint) Label() string {
 // NDJSON reports whether the endpoint streams newline-delimited JSON
 // (application/x-ndjson) rather than server-sent events.
 func (e Endpoint) NDJSON() bool { return e == OllamaChat || e == OllamaGenerate }
+
+// EndpointOf returns the endpoint whose metric label is label, and false
+// for a label no endpoint has.
+func EndpointOf(label string) (Endpoint, bool) {
+	for e, l := range labels {
+		if l == label {
+			return Endpoint(e), true
+		}
+	}
+	return Other, false
+}
+
+// GenAIOperation is the OpenTelemetry GenAI operation
+// (gen_ai.operation.name) the endpoint serves: the continuation of a
+// prompt (text_completion) on the completions API and the native generate
+// APIs, a conversation (chat) on the others, the Realtime API's among
+// them.
+func (e Endpoint) GenAIOperation() string {
+	switch e {
+	case Completions, OllamaGenerate, TGIGenerate, LlamaCppCompletion, SGLangGenerate:
+		return "text_completion"
+	}
+	return "chat"
+}

@@ -6,11 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -43,11 +40,7 @@ func StartTracing(cfg Config, version string, reg prometheus.Registerer, log *za
 	if err != nil {
 		return Tracing{}, err
 	}
-	attrs, _ := resourceAttributes(cfg.OTELResourceAttrs) // validated
-	attrs = append(attrs,
-		attribute.String("service.name", cfg.OTELServiceName),
-		attribute.String("service.version", version))
-	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attrs...))
+	res, err := newResource(cfg, version)
 	if err != nil {
 		return Tracing{}, err
 	}
@@ -63,9 +56,7 @@ func StartTracing(cfg Config, version string, reg prometheus.Registerer, log *za
 	// The batch processor's own queue is as large as the bound, which it
 	// therefore never reaches: every drop is the bound's, and counted.
 	bound.SpanProcessor = sdktrace.NewBatchSpanProcessor(counted, sdktrace.WithMaxQueueSize(cfg.OTELBSPMaxQueueSize))
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		log.Warn("span export failed", zap.Error(err))
-	}))
+	handleErrors(log)
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithSpanProcessor(bound),
 		sdktrace.WithResource(res),

@@ -7,7 +7,6 @@ import (
 	"io"
 	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -17,7 +16,6 @@ import (
 	"helm.sh/helm/v3/pkg/engine"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
-	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -220,11 +218,7 @@ func TestChartSidecar(t *testing.T) {
 		r, _ := mustRenderChart(t, nil, map[string]string{"model-server.yaml": modelServer})
 		chartC := r.deployments[0].Spec.Template.Spec.InitContainers[0]
 		kr := render(t, filepath.Join(kubernetesDir, "examples", "vllm"))
-		i := slices.IndexFunc(kr.deployments[0].Spec.Template.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == "itlproxy" })
-		if i < 0 {
-			t.Fatal("the vLLM example has no itlproxy init container")
-		}
-		kc := kr.deployments[0].Spec.Template.Spec.InitContainers[i]
+		kc := sidecarOf(t, kr.deployments[0].Spec.Template.Spec)
 		for _, f := range []struct {
 			name      string
 			got, want any

@@ -53,11 +53,7 @@ func checkSidecar(t *testing.T, r *rendered, d *appsv1.Deployment) {
 	if slices.ContainsFunc(pod.Containers, func(c corev1.Container) bool { return c.Name == "itlproxy" }) {
 		t.Error("itlproxy is a plain container; want a native sidecar (an init container with restartPolicy: Always)")
 	}
-	i := slices.IndexFunc(pod.InitContainers, func(c corev1.Container) bool { return c.Name == "itlproxy" })
-	if i < 0 {
-		t.Fatal("no itlproxy init container")
-	}
-	c := pod.InitContainers[i]
+	c := sidecarOf(t, pod)
 	if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
 		t.Errorf("itlproxy restartPolicy = %s, want Always (a native sidecar)", deref(c.RestartPolicy))
 	}
@@ -71,11 +67,11 @@ func checkSidecar(t *testing.T, r *rendered, d *appsv1.Deployment) {
 // wherever it runs (the sidecar, the chart's gateway): a pinned image, a
 // proxy and an admin port it listens on, probes on the admin port, the
 // locked-down security context, resources, a shutdown that fits the grace
-// period, an SLO file from a rendered ConfigMap, a session header, and a
-// web configuration file that itlproxy would take, when one is set, with
-// probes of the scheme it makes the admin port speak. It returns the
-// container's effective environment, its two ports and what the web
-// configuration file says.
+// period, an SLO file from a rendered ConfigMap, a session header, a web
+// configuration file that itlproxy would take, when one is set, with
+// probes of the scheme it makes the admin port speak, and OTEL_* variables
+// it would take (checkOTLP). It returns the container's effective
+// environment, its two ports and what the web configuration file says.
 func checkContainer(t *testing.T, r *rendered, pod corev1.PodSpec, c corev1.Container) (env map[string]string, proxyPort, adminPort int32, web adminWeb) {
 	t.Helper()
 	checkImage(t, c.Image)
@@ -101,6 +97,7 @@ func checkContainer(t *testing.T, r *rendered, pod corev1.PodSpec, c corev1.Cont
 	if env["ITLPROXY_SESSION_HEADER"] == "" {
 		t.Error("ITLPROXY_SESSION_HEADER is not set")
 	}
+	checkOTLP(t, env)
 	return env, proxyPort, adminPort, web
 }
 
@@ -437,11 +434,7 @@ func TestOverlayOverrides(t *testing.T) {
 	if d.Namespace != "llm" {
 		t.Errorf("namespace %q, want llm", d.Namespace)
 	}
-	i := slices.IndexFunc(d.Spec.Template.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == "itlproxy" })
-	if i < 0 {
-		t.Fatal("no itlproxy init container")
-	}
-	c := d.Spec.Template.Spec.InitContainers[i]
+	c := sidecarOf(t, d.Spec.Template.Spec)
 	if c.Image != "registry.example.com/platform/itlproxy:v0.2.0" {
 		t.Errorf("image %s, want the overlay's", c.Image)
 	}
@@ -466,4 +459,15 @@ func TestOverlayOverrides(t *testing.T) {
 	if slo == nil || !strings.Contains(slo.Data["slo.yaml"], "{ttft: 400ms, itl: 30ms}") {
 		t.Errorf("the mounted SLO file is not the overlay's: %v", slo)
 	}
+}
+
+// sidecarOf is the itlproxy init container of pod, the native sidecar; the
+// test fails when there is none.
+func sidecarOf(t *testing.T, pod corev1.PodSpec) corev1.Container {
+	t.Helper()
+	i := slices.IndexFunc(pod.InitContainers, func(c corev1.Container) bool { return c.Name == "itlproxy" })
+	if i < 0 {
+		t.Fatal("no itlproxy init container")
+	}
+	return pod.InitContainers[i]
 }

@@ -217,12 +217,9 @@ func TestWebConfigExample(t *testing.T) {
 		t.Fatalf("%d Deployments, want 1", len(r.deployments))
 	}
 	pod := r.deployments[0].Spec.Template.Spec
-	i := slices.IndexFunc(pod.InitContainers, func(c corev1.Container) bool { return c.Name == "itlproxy" })
-	if i < 0 {
-		t.Fatal("no itlproxy init container")
-	}
-	env := effectiveEnv(t, r, pod.InitContainers[i])
-	w := checkWebConfig(t, r, pod, pod.InitContainers[i], env["ITLPROXY_WEB_CONFIG_FILE"])
+	c := sidecarOf(t, pod)
+	env := effectiveEnv(t, r, c)
+	w := checkWebConfig(t, r, pod, c, env["ITLPROXY_WEB_CONFIG_FILE"])
 	if !w.https || w.users != 1 {
 		t.Errorf("the web configuration file: %+v, want HTTPS and one user", w)
 	}

@@ -32,6 +32,31 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* The OTEL_* variables the otlp values make (docs/otlp.md), as YAML: with
+traces, the base URL both signals take; without, the metrics' own URL (to
+which http/protobuf adds the path the base URL would get). */}}
+{{- define "itlproxy.otlpEnv" -}}
+{{- $o := .Values.otlp -}}
+{{- if $o.endpoint -}}
+{{- if not (or $o.metrics $o.traces) -}}
+{{- fail "otlp.endpoint is set, and otlp.metrics and otlp.traces are both false: say what to push there" -}}
+{{- end -}}
+{{- if $o.traces }}
+OTEL_EXPORTER_OTLP_ENDPOINT: {{ $o.endpoint | quote }}
+OTEL_EXPORTER_OTLP_PROTOCOL: {{ $o.protocol | quote }}
+{{- else }}
+OTEL_EXPORTER_OTLP_METRICS_ENDPOINT: {{ ternary (printf "%s/v1/metrics" (trimSuffix "/" $o.endpoint)) $o.endpoint (eq $o.protocol "http/protobuf") | quote }}
+OTEL_EXPORTER_OTLP_METRICS_PROTOCOL: {{ $o.protocol | quote }}
+{{- end }}
+{{- if $o.metrics }}
+OTEL_METRICS_EXPORTER: "prometheus,otlp"
+OTEL_METRIC_EXPORT_INTERVAL: {{ $o.interval | int64 | quote }}
+OTEL_METRIC_EXPORT_TIMEOUT: {{ $o.timeout | int64 | quote }}
+OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE: {{ $o.temporality | quote }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
 {{/* The itlproxy container, in both modes; the sidecar adds its
 restartPolicy. The addresses, SLO file and shutdown settings are env, which
 overrides the env ConfigMap: they agree with the ports, probes, volume and

@@ -1,0 +1,225 @@
+package upstream
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/itlproxy/itlproxy/internal/e2e"
+)
+
+// events records what a Set tells.
+type events struct {
+	mu       sync.Mutex
+	resolved [][]string // the addresses of each Resolved
+	removed  [][]string
+	failed   []error
+	ejected  []string
+}
+
+func addrs(eps []*Endpoint) []string {
+	var out []string
+	for _, e := range eps {
+		out = append(out, e.Addr)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (ev *events) Resolved(eps, removed []*Endpoint) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	ev.resolved = append(ev.resolved, addrs(eps))
+	ev.removed = append(ev.removed, addrs(removed))
+}
+
+func (ev *events) ResolveFailed(err error) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	ev.failed = append(ev.failed, err)
+}
+
+func (ev *events) Ejected(e *Endpoint, _ time.Duration) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	ev.ejected = append(ev.ejected, e.Addr)
+}
+
+func mustURLs(t *testing.T, raw ...string) []*url.URL {
+	t.Helper()
+	var out []*url.URL
+	for _, r := range raw {
+		u, err := url.Parse(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// A fixed list: each URL's host with its port (the scheme's when it names
+// none), an address listed twice once, labels up to the cap and "_other"
+// past it.
+func TestStaticSet(t *testing.T) {
+	ev := &events{}
+	s := NewStatic(mustURLs(t, "http://10.0.0.1:8000", "https://llm.example", "http://10.0.0.1:8000", "http://10.0.0.3"),
+		Options{MaxLabels: 2, Events: ev})
+	eps := s.Endpoints()
+	if got, want := addrs(eps), []string{"10.0.0.1:8000", "10.0.0.3:80", "llm.example:443"}; !slices.Equal(got, want) {
+		t.Fatalf("endpoints %v, want %v", got, want)
+	}
+	labels := map[string]int{}
+	for _, e := range eps {
+		labels[e.Label]++
+		if e.Label != LabelOther && e.Label != e.Addr {
+			t.Errorf("%s labelled %q", e.Addr, e.Label)
+		}
+		if e.Addr == "llm.example:443" && e.Host != "llm.example" {
+			t.Errorf("%s carries Host %q", e.Addr, e.Host)
+		}
+	}
+	if labels[LabelOther] != 1 || len(labels) != 3 {
+		t.Errorf("labels %v: want two endpoints of their own and one %q", labels, LabelOther)
+	}
+	if len(ev.resolved) != 1 {
+		t.Errorf("Resolved told %d times, want once", len(ev.resolved))
+	}
+	s.Run(context.Background()) // a fixed set has nothing to run: returns at once
+}
+
+// The least of two random choices: an endpoint with more requests in
+// flight than every other is never picked while there are three; with
+// equal counts every endpoint gets its share.
+func TestPickBalancesByInFlight(t *testing.T) {
+	s := NewStatic(mustURLs(t, "http://a:1", "http://b:1", "http://c:1"), Options{MaxLabels: 8})
+	eps := s.Endpoints()
+	busy := eps[1]
+	for range 5 {
+		busy.Acquire()
+	}
+	picked := map[string]int{}
+	for range 3000 {
+		picked[s.Pick(nil).Addr]++
+	}
+	if picked[busy.Addr] != 0 {
+		t.Errorf("the busiest endpoint was picked %d times of 3000: %v", picked[busy.Addr], picked)
+	}
+	for range 5 {
+		busy.Release()
+	}
+	if busy.InFlight() != 0 {
+		t.Fatalf("in flight %d after as many releases as acquires", busy.InFlight())
+	}
+	clear(picked)
+	for range 3000 {
+		picked[s.Pick(nil).Addr]++
+	}
+	for _, e := range eps {
+		if n := picked[e.Addr]; n < 800 || n > 1200 {
+			t.Errorf("%s picked %d times of 3000 with nothing in flight: %v", e.Addr, n, picked)
+		}
+	}
+}
+
+// An endpoint that refused a connection is set aside for EjectFor, then
+// picked again; endpoints already tried for a request are not picked for
+// it; when every endpoint is set aside one is tried anyway; when every
+// one has been tried there is none.
+func TestPickSetsAsideAndRetries(t *testing.T) {
+	ev := &events{}
+	s := NewStatic(mustURLs(t, "http://a:1", "http://b:1"), Options{MaxLabels: 8, EjectFor: 200 * time.Millisecond, Events: ev})
+	a, b := s.Endpoints()[0], s.Endpoints()[1]
+	s.Refused(a)
+	if !slices.Equal(ev.ejected, []string{a.Addr}) {
+		t.Errorf("ejections told %v, want [%s]", ev.ejected, a.Addr)
+	}
+	for range 200 {
+		if got := s.Pick(nil); got != b {
+			t.Fatalf("picked %s while %s is set aside", got.Addr, a.Addr)
+		}
+	}
+	if got := s.Pick([]*Endpoint{b}); got != a {
+		t.Errorf("with %s tried, picked %v: want the endpoint set aside rather than none", b.Addr, got)
+	}
+	if got := s.Pick([]*Endpoint{a, b}); got != nil {
+		t.Errorf("with every endpoint tried, picked %s", got.Addr)
+	}
+	time.Sleep(250 * time.Millisecond)
+	seen := map[*Endpoint]bool{}
+	for range 200 {
+		seen[s.Pick(nil)] = true
+	}
+	if !seen[a] {
+		t.Errorf("%s not picked again once its time aside was over", a.Addr)
+	}
+}
+
+// A name: every address it resolves to, with the URL's port; followed as
+// its addresses change (an endpoint that stays keeps its count of
+// requests in flight), kept as it was when it resolves to nothing.
+func TestResolvedFollowsTheName(t *testing.T) {
+	d := e2e.StartDNS(t, "llm.test.", "127.0.0.2", "127.0.0.3")
+	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var dialer net.Dialer
+		return dialer.DialContext(ctx, network, d.Addr)
+	}}
+	u := mustURLs(t, "http://llm.test.:8000")[0]
+	ev := &events{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := NewResolved(ctx, u, resolver, 20*time.Millisecond, Options{MaxLabels: 8, Events: ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := addrs(s.Endpoints()), []string{"127.0.0.2:8000", "127.0.0.3:8000"}; !slices.Equal(got, want) {
+		t.Fatalf("endpoints %v, want %v", got, want)
+	}
+	for _, e := range s.Endpoints() {
+		if e.Host != "" || e.Label != e.Addr {
+			t.Errorf("%s: Host %q (want the URL's, \"\"), label %q", e.Addr, e.Host, e.Label)
+		}
+	}
+	kept := s.Endpoints()[1]
+	kept.Acquire()
+
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	d.Set("127.0.0.3", "127.0.0.4")
+	waitFor(t, func() bool { return slices.Equal(addrs(s.Endpoints()), []string{"127.0.0.3:8000", "127.0.0.4:8000"}) })
+	if s.Endpoints()[0] != kept || kept.InFlight() != 1 {
+		t.Errorf("the endpoint that stayed was replaced or lost its count (%d in flight)", kept.InFlight())
+	}
+	ev.mu.Lock()
+	if !slices.ContainsFunc(ev.removed, func(r []string) bool { return slices.Equal(r, []string{"127.0.0.2:8000"}) }) {
+		t.Errorf("the address that left was not told as removed: %v", ev.removed)
+	}
+	ev.mu.Unlock()
+
+	d.Set()
+	waitFor(t, func() bool { ev.mu.Lock(); defer ev.mu.Unlock(); return len(ev.failed) > 0 })
+	if got := addrs(s.Endpoints()); len(got) != 2 {
+		t.Errorf("a name resolving to nothing changed the set to %v", got)
+	}
+	cancel()
+	<-done
+
+	if _, err := NewResolved(context.Background(), u, resolver, time.Second, Options{}); err == nil {
+		t.Error("a name that resolves to nothing at the start: no error")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
