@@ -47,8 +47,8 @@ usage: bench/run.sh [--quick | --smoke | --full | --parts] [options]
   --no-micro           skip the Go microbenchmarks
   --parts              where itlproxy's cost goes, alone (in --full it runs anyway): at 100 and
                        400 streams, itlproxy under load with a CPU profile taken, each part's
-                       share of the profile (go tool pprof -focus), then with tracing on, next
-                       to the plain Go proxy (3 minutes)
+                       share of the profile (go tool pprof -focus), then with tracing on, then
+                       pushing its metrics over OTLP, next to the plain Go proxy (4 minutes)
   --no-parts           skip that in --full
   --no-install         never apt-get install (missing servers are skipped)
   --no-write           with --full, do not rewrite BENCHMARKS.md (tables are still printed)
@@ -520,7 +520,8 @@ if [ "$do_parts" = 1 ]; then
 	# At each size: itlproxy under load with a CPU profile of the middle of
 	# the run; the plain Go proxy for the baseline; then itlproxy with
 	# tracing on, every request a span, exported to a sink that drops
-	# them. Each part's share of itlproxy's profile is what pprof counts
+	# them; then itlproxy pushing its metrics over OTLP to the same sink
+	# every second (sixty times as often as by default), beside /metrics. Each part's share of itlproxy's profile is what pprof counts
 	# with -focus on its functions and -ignore on the parts it calls
 	# (bench/parts.txt).
 	free_port
@@ -530,12 +531,14 @@ if [ "$do_parts" = 1 ]; then
 	wait_http "$sink_url/v1/traces" -X POST
 	parts_seconds=${parts_duration%s}
 	for c in $parts_streams; do
-		for cfg in itlproxy plain traced; do
+		for cfg in itlproxy plain traced pushed; do
 			log "where the cost goes: $c streams, $cfg: warm-up, then $parts_duration"
 			case $cfg in
 			plain) start_target plain "$up_url" ;;
 			itlproxy) start_target itlproxy "$up_url" ITLPROXY_PPROF=true ;;
 			traced) start_target itlproxy "$up_url" OTEL_EXPORTER_OTLP_ENDPOINT="$sink_url" OTEL_TRACES_SAMPLER=always_on ;;
+			pushed) start_target itlproxy "$up_url" OTEL_METRICS_EXPORTER=prometheus,otlp \
+				OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="$sink_url/v1/metrics" OTEL_METRIC_EXPORT_INTERVAL=1000 ;;
 			esac
 			json=$out/parts-$(printf %05d "$c")-$cfg.json
 			bench_run "$json" -url "$target_url/v1" -max-tokens "$up_tokens" -c "$c" -warmup "$c" -ramp "$ramp" \

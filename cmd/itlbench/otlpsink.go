@@ -11,11 +11,12 @@ import (
 	"time"
 )
 
-const otlpSinkUsageHead = `itlbench otlpsink accepts OpenTelemetry traces over OTLP/HTTP (POST
-/v1/traces, protobuf or JSON) and throws them away, answering each export
-as a collector that took it whole: the end of the line for a benchmark of
-itlproxy with tracing on, so that what is measured is the proxy's cost of
-making and exporting spans, not a collector's. When interrupted it prints
+const otlpSinkUsageHead = `itlbench otlpsink accepts OpenTelemetry traces and metrics over OTLP/HTTP
+(POST /v1/traces and /v1/metrics, protobuf or JSON) and throws them away,
+answering each export as a collector that took it whole: the end of the
+line for a benchmark of itlproxy with tracing or the metrics' push on, so
+that what is measured is the proxy's cost of making and exporting them,
+not a collector's. When interrupted it prints
 how many exports and bytes it took. It serves until interrupted.
 
 usage:
@@ -35,8 +36,8 @@ type otlpSink struct {
 }
 
 func (s *otlpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" {
-		http.Error(w, "itlbench otlpsink takes POST /v1/traces only", http.StatusNotFound)
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/traces" && r.URL.Path != "/v1/metrics" {
+		http.Error(w, "itlbench otlpsink takes POST /v1/traces and /v1/metrics only", http.StatusNotFound)
 		return
 	}
 	n, err := io.Copy(io.Discard, r.Body)
@@ -46,8 +47,9 @@ func (s *otlpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.exports.Add(1)
 	s.bytes.Add(n)
-	// An empty ExportTraceServiceResponse: every span accepted (no
-	// partial_success), the same in protobuf and JSON.
+	// An empty ExportTraceServiceResponse or ExportMetricsServiceResponse:
+	// everything accepted (no partial_success), the same in protobuf and
+	// JSON.
 	ct := r.Header.Get("Content-Type")
 	if ct != "application/json" {
 		ct = "application/x-protobuf"
@@ -74,7 +76,7 @@ func runOTLPSink(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	sink := &otlpSink{}
-	fmt.Fprintf(stderr, "itlbench otlpsink: serving http://%s/v1/traces\n", ln.Addr())
+	fmt.Fprintf(stderr, "itlbench otlpsink: serving http://%s/v1/traces and /v1/metrics\n", ln.Addr())
 	err = serveUntil(ctx, &http.Server{Handler: sink, ReadHeaderTimeout: 10 * time.Second}, ln)
 	fmt.Fprintf(stdout, "itlbench otlpsink: %d exports, %d bytes\n", sink.exports.Load(), sink.bytes.Load())
 	return err
