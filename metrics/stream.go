@@ -266,15 +266,12 @@ type StreamEnd struct {
 // End records how the stream ended and, when known, its time per output
 // token and tokens per event, and the stream's shape: its longest gap, the
 // spread of its gaps, and how its median gap compares with its session's.
+// The stream is counted as ended last, so that a scrape that sees it
+// counted sees all of it.
 func (s *Stream) End(e StreamEnd) {
 	s.active.Dec()
 	s.load.streams.Add(-1)
 	m, l := s.m, s.labels
-	m.streams.WithLabelValues(l.Model, l.Endpoint, e.Outcome, l.Tenant).Inc()
-	if s.up != nil {
-		m.up.streams.WithLabelValues(l.Model, s.up.label, e.Outcome).Inc()
-		s.leaveUpstream()
-	}
 	if e.TPOT >= 0 {
 		m.tpot.WithLabelValues(l.Model, l.Endpoint).Observe(e.TPOT.Seconds())
 		m.tpotByContext.WithLabelValues(l.Model, l.Endpoint, contextBand(e.InputTokens)).Observe(e.TPOT.Seconds())
@@ -298,6 +295,11 @@ func (s *Stream) End(e StreamEnd) {
 		}
 	}
 	s.endTurn()
+	if s.up != nil {
+		m.up.streams.WithLabelValues(l.Model, s.up.label, e.Outcome).Inc()
+		s.leaveUpstream()
+	}
+	m.streams.WithLabelValues(l.Model, l.Endpoint, e.Outcome, l.Tenant).Inc()
 }
 
 // endTurn observes the median gap of a stream whose turn is known, and
