@@ -137,16 +137,17 @@ func checkGatewayUpstream(t *testing.T, r *rendered, d *appsv1.Deployment, env m
 		}
 	}
 	if want.headless != nil {
-		checkHeadlessService(t, r, d, env["ITLPROXY_UPSTREAM_URL"], *want.headless)
+		svc := checkHeadlessService(t, r, d, *want.headless)
+		checkChartHeadlessURL(t, env["ITLPROXY_UPSTREAM_URL"], svc, want.headless.port)
 	}
 }
 
 // checkHeadlessService wants the Service want names to be headless, to
-// select the model server's pods and not the gateway's, on the port the
-// pods listen on (a headless name resolves to the pods' addresses: the
-// connection goes to targetPort, which must be the Service's port), and
-// rawURL to name it in the release's namespace, on that port.
-func checkHeadlessService(t *testing.T, r *rendered, d *appsv1.Deployment, rawURL string, want headlessService) {
+// select the model server's pods (want's selector) and not the gateway's,
+// on the port the pods listen on (a headless name resolves to the pods'
+// addresses: the connection goes to targetPort, which must be the
+// Service's port). It returns the Service.
+func checkHeadlessService(t *testing.T, r *rendered, d *appsv1.Deployment, want headlessService) *corev1.Service {
 	t.Helper()
 	var svc *corev1.Service
 	for _, s := range r.services {
@@ -160,7 +161,7 @@ func checkHeadlessService(t *testing.T, r *rendered, d *appsv1.Deployment, rawUR
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("Service %s clusterIP %q, want None: a virtual IP would be one endpoint for every pod", svc.Name, svc.Spec.ClusterIP)
 	}
-	if !maps.Equal(svc.Spec.Selector, want.selector) {
+	if len(svc.Spec.Selector) == 0 || !maps.Equal(svc.Spec.Selector, want.selector) {
 		t.Errorf("Service %s selects %v, want the model server's pods %v", svc.Name, svc.Spec.Selector, want.selector)
 	}
 	if labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(d.Spec.Template.Labels)) {
@@ -169,13 +170,20 @@ func checkHeadlessService(t *testing.T, r *rendered, d *appsv1.Deployment, rawUR
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != want.port || svc.Spec.Ports[0].TargetPort.IntValue() != int(want.port) {
 		t.Errorf("Service %s ports %+v, want one, port and targetPort %d", svc.Name, svc.Spec.Ports, want.port)
 	}
+	return svc
+}
+
+// checkChartHeadlessURL wants rawURL to name svc in the release's
+// namespace by its name in the cluster's DNS, on port.
+func checkChartHeadlessURL(t *testing.T, rawURL string, svc *corev1.Service, port int32) {
+	t.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	host, _, _ := strings.Cut(u.Hostname(), ".svc.")
-	if u.Scheme != "http" || host != svc.Name+"."+namespace || u.Port() != strconv.Itoa(int(want.port)) {
-		t.Errorf("ITLPROXY_UPSTREAM_URL=%s: want http://%s.%s.svc.<cluster domain>:%d, the Service's name", rawURL, svc.Name, namespace, want.port)
+	if u.Scheme != "http" || host != svc.Name+"."+namespace || u.Port() != strconv.Itoa(int(port)) {
+		t.Errorf("ITLPROXY_UPSTREAM_URL=%s: want http://%s.%s.svc.<cluster domain>:%d, the Service's name", rawURL, svc.Name, namespace, port)
 	}
 }
 
