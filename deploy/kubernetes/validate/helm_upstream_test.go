@@ -89,7 +89,7 @@ func TestChartGatewayUpstreams(t *testing.T) {
 			checkGateway(t, r, r.deployments[0], tc.vals, tc.want)
 			notes := files["NOTES.txt"]
 			if !strings.Contains(notes, tc.want.url) || !strings.Contains(notes, "Upstream endpoints") {
-				t.Errorf("the notes name neither the upstream %s nor the per-endpoint row:\n%s", tc.want.url, notes)
+				t.Errorf("the notes lack the upstream %s or the per-endpoint row:\n%s", tc.want.url, notes)
 			}
 			if h := tc.want.headless; h != nil && !strings.Contains(notes, "created the headless Service "+h.name) {
 				t.Errorf("the notes do not name the headless Service %s:\n%s", h.name, notes)

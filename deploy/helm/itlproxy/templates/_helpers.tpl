@@ -88,7 +88,7 @@ env:
   - name: ITLPROXY_UPSTREAM_RESOLVE_INTERVAL
     value: {{ $u.resolveInterval | quote }}
   - name: ITLPROXY_UPSTREAM_MAX_ENDPOINTS
-    value: {{ $u.maxEndpoints | quote }}
+    value: {{ int $u.maxEndpoints | quote }}
   {{- with $u.resolver }}
   - name: ITLPROXY_UPSTREAM_RESOLVER
     value: {{ . | quote }}
