@@ -76,13 +76,15 @@ var grafanaValues = strings.NewReplacer(
 // name") allowed to return no data under the test's load, each with why.
 // There are none: the load drives every series a dashboard reads (errors,
 // malformed events, abandoned streams, stalls, sessions slowing down,
-// breaches of every objective, pending alerts). A query added for an event
+// breaches of every objective, pending alerts, upstream endpoints and one
+// set aside). A query added for an event
 // the load cannot make belongs here, with the reason.
 var mayBeEmpty = map[string]string{}
 
 // TestDashboardQueriesInRealPrometheus runs every query of every dashboard,
 // with the variables set to All, against a real Prometheus that scrapes a
-// proxy under varied load and evaluates the rule file: none may fail, and
+// proxy under varied load, balancing over two pods and a pod gone
+// (balancedUpstream), and evaluates the rule file: none may fail, and
 // every one must return data but those mayBeEmpty names. It does so twice:
 // with classic histograms, and with native histograms on in Prometheus
 // and ITLPROXY_NATIVE_BREAKDOWNS on in the proxy, where Prometheus 2.42
@@ -94,14 +96,13 @@ func TestDashboardQueriesInRealPrometheus(t *testing.T) {
 
 func runDashboardQueries(t *testing.T, native bool) {
 	dashboards := loadDashboards(t)
-	up := httptest.NewServer(&e2e.Upstream{Models: models})
-	defer up.Close()
+	pods := balancedUpstream(t)
 	sloFile := filepath.Join(t.TempDir(), "slo.yaml")
 	if err := os.WriteFile(sloFile, []byte("models:\n  qwen-spiky: {itl: 30ms}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	proxy := e2e.Start(t, map[string]string{
-		"ITLPROXY_UPSTREAM_URL":      up.URL,
+		"ITLPROXY_UPSTREAM_URL":      pods,
 		"ITLPROXY_SLO_TTFT":          "100ms",
 		"ITLPROXY_SLO_ITL":           "50ms",
 		"ITLPROXY_SLO_TPOT":          "40ms",
@@ -153,6 +154,25 @@ func runDashboardQueries(t *testing.T, native bool) {
 		}
 	}
 	t.Logf("ran %d queries", total)
+}
+
+// balancedUpstream returns the upstream URLs of the load's proxy, which
+// balances over them as a gateway over a headless Service's pods: two
+// listeners of one upstream, two pods of a model server that share its
+// state (each session's turns, the failures of every FailEvery-th
+// request), so that every query that does not split by endpoint sees what
+// one upstream would give it; and an address that refuses connections, a
+// pod gone, which the proxy sets aside and whose requests it sends to the
+// others. The per-endpoint panels then have a pod each, and an ejection.
+func balancedUpstream(t *testing.T) string {
+	up := &e2e.Upstream{Models: models}
+	urls := []string{"http://" + e2e.FreeAddr(t)}
+	for range 2 {
+		pod := httptest.NewServer(up)
+		t.Cleanup(pod.Close)
+		urls = append(urls, pod.URL)
+	}
+	return strings.Join(urls, ",")
 }
 
 // promQL is q as Grafana sends it with the variables set to All; a

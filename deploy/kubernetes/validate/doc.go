@@ -6,7 +6,9 @@
 // every kustomization with the kustomize API and the chart, in both its
 // modes, with Helm's SDK, decode every object strictly against its
 // Kubernetes or Prometheus Operator type, check itlproxy's security,
-// probes and shutdown settings wherever it runs, run helm lint's rules and
+// probes and shutdown settings wherever it runs (a sidecar, or a gateway
+// in front of a headless Service of the model server's pods that it
+// resolves), run helm lint's rules and
 // the chart's values schema, and fail when a generated file no longer
 // matches its sources.
 //

@@ -22,8 +22,8 @@ func TestChartGateway(t *testing.T) {
 		name string
 		vals map[string]any
 	}{
-		{"defaults", nil},
-		{"autoscaling, ServiceMonitor, other ports", map[string]any{
+		{"defaults", gatewayValues()},
+		{"autoscaling, ServiceMonitor, other ports", merged(gatewayValues(), map[string]any{
 			"ports": map[string]any{"proxy": 8081, "admin": 9091},
 			"gateway": map[string]any{
 				"autoscaling":         map[string]any{"enabled": true, "minReplicas": 3, "maxReplicas": 12},
@@ -32,26 +32,19 @@ func TestChartGateway(t *testing.T) {
 				"service":             map[string]any{"sessionAffinity": "ClientIP"},
 			},
 			"monitoring": map[string]any{"monitor": map[string]any{"kind": "ServiceMonitor", "interval": "15s"}},
-		}},
+		})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vals := gatewayValues()
-			for k, v := range tc.vals {
-				if m, ok := v.(map[string]any); ok && k == "gateway" {
-					m["upstreamURL"] = "http://vllm.llm.svc:8000"
-				}
-				vals[k] = v
-			}
-			r, _ := mustRenderChart(t, vals, nil)
+			r, _ := mustRenderChart(t, tc.vals, nil)
 			if len(r.deployments) != 1 {
 				t.Fatalf("%d Deployments, want 1", len(r.deployments))
 			}
-			checkGateway(t, r, r.deployments[0], vals)
+			checkGateway(t, r, r.deployments[0], tc.vals, clusterIPUpstream)
 		})
 	}
 }
 
-func checkGateway(t *testing.T, r *rendered, d *appsv1.Deployment, vals map[string]any) {
+func checkGateway(t *testing.T, r *rendered, d *appsv1.Deployment, vals map[string]any, want gatewayUpstream) {
 	pod := d.Spec.Template.Spec
 	if len(pod.Containers) != 1 || pod.Containers[0].Name != "itlproxy" || len(pod.InitContainers) != 0 {
 		t.Fatalf("containers %d, init containers %d: want itlproxy alone", len(pod.Containers), len(pod.InitContainers))
@@ -61,9 +54,7 @@ func checkGateway(t *testing.T, r *rendered, d *appsv1.Deployment, vals map[stri
 		t.Errorf("restartPolicy %s on a plain container", *c.RestartPolicy)
 	}
 	env, proxyPort, adminPort, web := checkContainer(t, r, pod, c)
-	if env["ITLPROXY_UPSTREAM_URL"] != "http://vllm.llm.svc:8000" {
-		t.Errorf("ITLPROXY_UPSTREAM_URL=%q, want the model Service of the values", env["ITLPROXY_UPSTREAM_URL"])
-	}
+	checkGatewayUpstream(t, r, d, env, want)
 	if !selects(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
 		t.Errorf("the Deployment's selector %v does not select its pods %v", d.Spec.Selector.MatchLabels, d.Spec.Template.Labels)
 	}

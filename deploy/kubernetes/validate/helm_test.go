@@ -278,9 +278,12 @@ func TestChartMonitoringMatchesSources(t *testing.T) {
 }
 
 // TestChartLint runs helm lint's rules (chart file, values against the
-// schema, templates rendered and parsed) in both modes; a warning fails.
+// schema, templates rendered and parsed) in both modes, the gateway in
+// front of a Service and of a headless Service it creates; a warning
+// fails.
 func TestChartLint(t *testing.T) {
-	for _, vals := range []map[string]any{nil, gatewayValues()} {
+	headless := headlessValues(map[string]any{"create": true, "selector": map[string]any{"app.kubernetes.io/name": "vllm"}}, nil)
+	for _, vals := range []map[string]any{nil, gatewayValues(), headless} {
 		linter := lint.AllWithKubeVersion(chartDir, vals, namespace, &oldestKube)
 		for _, m := range linter.Messages {
 			if m.Severity >= support.WarningSev {
@@ -306,7 +309,7 @@ func TestChartRejects(t *testing.T) {
 		{"bad duration", map[string]any{"objectives": map[string]any{"default": map[string]any{"itl": "40 ms"}}}, "at '/objectives/default/itl': '40 ms' does not match pattern"},
 		{"unknown mode", map[string]any{"mode": "daemonset"}, "at '/mode': value must be one of 'sidecar', 'gateway'"},
 		{"latest image", map[string]any{"image": map[string]any{"tag": "latest"}}, "at '/image/tag': 'not' failed"},
-		{"gateway without upstream", map[string]any{"mode": "gateway"}, "gateway.upstreamURL: the model Service"},
+		{"gateway without upstream", map[string]any{"mode": "gateway"}, "gateway.upstreamURL or gateway.headlessService: the model Service"},
 		{"ServiceMonitor of sidecars", map[string]any{"monitoring": map[string]any{"monitor": map[string]any{"kind": "ServiceMonitor"}}}, "ServiceMonitor needs mode: gateway"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

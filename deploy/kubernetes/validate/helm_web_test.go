@@ -88,7 +88,7 @@ func TestChartWebConfig(t *testing.T) {
 			pod := d.Spec.Template.Spec
 			var c corev1.Container
 			if gateway {
-				checkGateway(t, r, d, tc.vals)
+				checkGateway(t, r, d, tc.vals, clusterIPUpstream)
 				c = pod.Containers[0]
 			} else {
 				checkSidecar(t, r, d)

@@ -24,11 +24,40 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default (printf "v%s" .Chart.AppVersion)) -}}
 {{- end -}}
 
+{{/* The upstream: in gateway mode the headless Service's name in the
+cluster's DNS, or gateway.upstreamURL; the sidecar's loopback. */}}
 {{- define "itlproxy.upstreamURL" -}}
-{{- if eq .Values.mode "gateway" -}}
-{{- required "gateway.upstreamURL: the model Service itlproxy forwards to, e.g. http://vllm.llm.svc:8000" .Values.gateway.upstreamURL -}}
-{{- else -}}
+{{- $g := .Values.gateway -}}
+{{- if ne .Values.mode "gateway" -}}
 {{- .Values.sidecar.upstreamURL -}}
+{{- else if include "itlproxy.headlessName" . -}}
+{{- printf "http://%s.%s.svc.%s:%v" (include "itlproxy.headlessName" .) .Release.Namespace $g.headlessService.clusterDomain $g.headlessService.port -}}
+{{- else -}}
+{{- required "gateway.upstreamURL or gateway.headlessService: the model Service itlproxy forwards to (e.g. http://vllm.llm.svc:8000), or a headless Service of the model server's pods (headlessService.create: true with its selector, or the name of yours)" $g.upstreamURL -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The headless Service of the model server's pods the gateway resolves:
+the one the chart creates or the one named; "" when the gateway forwards to
+gateway.upstreamURL. */}}
+{{- define "itlproxy.headlessName" -}}
+{{- $h := .Values.gateway.headlessService -}}
+{{- if $h.name -}}
+{{- $h.name -}}
+{{- else if $h.create -}}
+{{- printf "%s-upstream" (include "itlproxy.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "dns" when the gateway resolves its upstream's name and balances over
+its addresses: by default with a headless Service, or as
+gateway.upstream.resolve says. */}}
+{{- define "itlproxy.upstreamResolve" -}}
+{{- if eq .Values.mode "gateway" -}}
+{{- $resolve := .Values.gateway.upstream.resolve -}}
+{{- if or (eq $resolve "dns") (and (eq $resolve "") (include "itlproxy.headlessName" .)) -}}
+dns
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -76,6 +105,20 @@ envFrom:
 env:
   - name: ITLPROXY_UPSTREAM_URL
     value: {{ include "itlproxy.upstreamURL" . | quote }}
+  {{- if include "itlproxy.upstreamResolve" . }}
+  {{- $u := .Values.gateway.upstream }}
+  # Every address of the name, one per ready pod, re-resolved.
+  - name: ITLPROXY_UPSTREAM_RESOLVE
+    value: dns
+  - name: ITLPROXY_UPSTREAM_RESOLVE_INTERVAL
+    value: {{ $u.resolveInterval | quote }}
+  - name: ITLPROXY_UPSTREAM_MAX_ENDPOINTS
+    value: {{ int $u.maxEndpoints | quote }}
+  {{- with $u.resolver }}
+  - name: ITLPROXY_UPSTREAM_RESOLVER
+    value: {{ . | quote }}
+  {{- end }}
+  {{- end }}
   - name: ITLPROXY_LISTEN_ADDR
     value: ":{{ .Values.ports.proxy }}"
   - name: ITLPROXY_ADMIN_ADDR
