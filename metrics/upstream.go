@@ -35,6 +35,7 @@ func (m *Metrics) upstreamCollectors(r *registrar, slos SLOs) {
 		"upstream")
 	m.up.state = map[string]*upstreamState{}
 	m.up.loads = map[Labels]*modelLoad{}
+	m.up.present = map[string]bool{}
 }
 
 // upstreams are the per-endpoint collectors and what is known of each
@@ -47,12 +48,15 @@ type upstreams struct {
 	resolveFailures *prometheus.CounterVec
 	ejections       *prometheus.CounterVec
 	mu              sync.Mutex
-	state           map[string]*upstreamState // by upstream label
+	state           map[string]*upstreamState // by upstream label, while it has series
 	loads           map[Labels]*modelLoad     // by (model, upstream label)
+	present         map[string]bool           // the labels of the set now
 }
 
 // upstreamState is one endpoint label's streams in flight (over every
-// model), and whether the endpoint has left the set.
+// model), and whether the endpoint has left the set: a label has a state
+// while it has series, and the series of a label that is gone go with its
+// last stream.
 type upstreamState struct {
 	streams int
 	gone    bool
@@ -75,6 +79,12 @@ func (s *Stream) SetUpstream(label string) {
 	if s.up != nil {
 		s.leaveUpstream()
 	}
+	s.ids.Upstream = label
+	m.up.mu.Lock()
+	// The series are made with the lock held, so that an endpoint
+	// forgotten meanwhile cannot delete them under the stream.
+	st := m.up.stateOf(label)
+	st.streams++
 	s.up = &streamUpstream{
 		label:    label,
 		ttft:     m.up.ttft.WithLabelValues(model, label),
@@ -82,14 +92,6 @@ func (s *Stream) SetUpstream(label string) {
 		inFlight: m.up.inFlight.WithLabelValues(model, label),
 	}
 	s.up.inFlight.Inc()
-	s.ids.Upstream = label
-	m.up.mu.Lock()
-	st := m.up.state[label]
-	if st == nil {
-		st = &upstreamState{}
-		m.up.state[label] = st
-	}
-	st.streams++
 	key := Labels{Model: model, Endpoint: label}
 	load := m.up.loads[key]
 	if load == nil {
@@ -102,13 +104,26 @@ func (s *Stream) SetUpstream(label string) {
 	s.ttftBand = loadBand(load.streams.Add(1))
 }
 
+// stateOf returns label's state, made for a label with no series yet:
+// gone when the label has already left the set (a stream sent to it just
+// before, or a long-lived connection's next response), so that what it
+// counts goes with its last stream. u.mu is held.
+func (u *upstreams) stateOf(label string) *upstreamState {
+	st := u.state[label]
+	if st == nil {
+		st = &upstreamState{gone: label != upstreamOther && !u.present[label]}
+		u.state[label] = st
+	}
+	return st
+}
+
 // leaveUpstream ends the stream's count on its endpoint; the endpoint's
 // series go when it has left the set and this was its last stream.
 func (s *Stream) leaveUpstream() {
 	m := s.m
-	s.up.inFlight.Dec()
 	m.up.mu.Lock()
 	defer m.up.mu.Unlock()
+	s.up.inFlight.Dec()
 	st := m.up.state[s.up.label]
 	st.streams--
 	if st.gone && st.streams == 0 {
@@ -124,7 +139,9 @@ func (m *Metrics) UpstreamsChanged(labels, removed []string) {
 	m.up.resolveFailures.WithLabelValues() // 0 from the first set on
 	m.up.mu.Lock()
 	defer m.up.mu.Unlock()
+	clear(m.up.present)
 	for _, label := range labels {
+		m.up.present[label] = true
 		if st := m.up.state[label]; st != nil {
 			st.gone = false // an address that came back
 		}
@@ -167,5 +184,15 @@ func (m *Metrics) forgetUpstream(label string) {
 func (m *Metrics) UpstreamResolveFailed() { m.up.resolveFailures.WithLabelValues().Inc() }
 
 // UpstreamEjected counts an endpoint set aside after it refused a
-// connection.
-func (m *Metrics) UpstreamEjected(label string) { m.up.ejections.WithLabelValues(label).Inc() }
+// connection; one that has left the set and has no stream in flight
+// (its series gone) is not counted, rather than given a series no one
+// deletes.
+func (m *Metrics) UpstreamEjected(label string) {
+	m.up.mu.Lock()
+	defer m.up.mu.Unlock()
+	if !m.up.present[label] && m.up.state[label] == nil && label != upstreamOther {
+		return
+	}
+	m.up.stateOf(label)
+	m.up.ejections.WithLabelValues(label).Inc()
+}

@@ -26,7 +26,10 @@ import (
 //
 // Which of the two a read was is told by how long it took: a read that
 // waits is woken by the network poller, which takes longer than
-// blockedRead; one of bytes already there returns at once. Over HTTP/2,
+// blockedRead; one of bytes already there returns at once. Every read
+// until the request is handled counts, not only the first: over TLS the
+// first reads are the handshake's, and a client that preconnected sends
+// its request after the handshake, in a read that waited. Over HTTP/2,
 // where one connection carries many requests at once, t0 is when the
 // handler runs.
 
@@ -67,7 +70,10 @@ func (l arrivalListener) Accept() (net.Conn, error) {
 // first bytes were read from it.
 type arrivalConn struct {
 	net.Conn
-	// awaiting: the next bytes read begin a new request.
+	// awaiting: the bytes read are the next request's (or, over TLS, the
+	// handshake's before it), until the request is handled. Set and
+	// cleared with mu held; read without it to let the reads of a request
+	// being handled through at once.
 	awaiting atomic.Bool
 
 	mu sync.Mutex
@@ -87,12 +93,21 @@ func (c *arrivalConn) Read(p []byte) (int, error) {
 	if n > 0 {
 		returned := time.Now()
 		c.mu.Lock()
-		c.start = c.readyAt
-		if returned.Sub(called) > blockedRead {
-			c.start = returned
+		// A read that waited restarts the clock: what came before it was
+		// not the request (a handshake), or it came in pieces. One that
+		// found bytes waiting keeps the clock that runs, or starts it when
+		// the connection became ready. A read that returns once the
+		// request is being handled (the server's read in the background)
+		// is not the request's.
+		if c.awaiting.Load() {
+			switch {
+			case returned.Sub(called) > blockedRead:
+				c.start = returned
+			case c.start.IsZero():
+				c.start = c.readyAt
+			}
 		}
 		c.mu.Unlock()
-		c.awaiting.Store(false)
 	}
 	return n, err
 }
@@ -108,6 +123,14 @@ func (c *arrivalConn) CloseWrite() error {
 
 // NetConn returns the accepted connection, as tls.Conn's does.
 func (c *arrivalConn) NetConn() net.Conn { return c.Conn }
+
+// handling notes that the request read from the connection is being
+// handled: the bytes read from now on are not its first.
+func (c *arrivalConn) handling() {
+	c.mu.Lock()
+	c.awaiting.Store(false)
+	c.mu.Unlock()
+}
 
 // requestStart returns when the current request's first bytes arrived,
 // or now when they were not seen.
@@ -125,8 +148,8 @@ func (c *arrivalConn) requestStart(now time.Time) time.Time {
 func (c *arrivalConn) served(end time.Time) {
 	c.mu.Lock()
 	c.readyAt, c.start = end, time.Time{}
-	c.mu.Unlock()
 	c.awaiting.Store(true)
+	c.mu.Unlock()
 }
 
 type arrivalKey struct{}

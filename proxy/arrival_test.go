@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -81,6 +82,39 @@ func TestIdleConnectionNotCharged(t *testing.T) {
 		if n != 2 || mean < f.atLeast || mean > f.atLeast+150*time.Millisecond {
 			t.Errorf("%s: %d observations, mean %v; want 2, from %v to well under the 300ms the connection sat idle", f.name, n, mean, f.atLeast)
 		}
+	}
+}
+
+// TestIdleTLSConnectionNotCharged: over TLS the first bytes read from a
+// connection are its handshake's; a client that preconnected (handshake
+// done) and sends its request 300 ms later, then another 300 ms after the
+// first response, is charged neither wait: t0 is when each request's
+// bytes came, not the handshake's.
+func TestIdleTLSConnectionNotCharged(t *testing.T) {
+	const firstToken = 20 * time.Millisecond
+	h := newHarness(t, arrivalUpstream(firstToken))
+	srv := httptest.NewUnstartedServer(h.proxy.Config.Handler)
+	srv.Listener = Listener(srv.Listener, 0)
+	srv.Config.ConnContext = ConnContext
+	srv.StartTLS()
+	defer srv.Close()
+	c, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for range 2 {
+		time.Sleep(300 * time.Millisecond)
+		rawRequest(t, c, br)
+	}
+	h.waitServed(2)
+	n, sum := h.hist("itlproxy_time_to_first_token_seconds")
+	if mean := time.Duration(sum / float64(n) * float64(time.Second)); n != 2 || mean < firstToken || mean > firstToken+150*time.Millisecond {
+		t.Errorf("TTFT: %d observations, mean %v; want 2, from %v to well under the 300ms the connection sat idle", n, mean, firstToken)
 	}
 }
 

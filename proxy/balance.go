@@ -32,12 +32,19 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 		u := *req.URL
 		u.Host = e.Addr
 		out.URL = &u
-		if e.Host != "" {
+		switch {
+		case e.Host != "":
 			out.Host = e.Host
+		case out.Host == "":
+			// The request's Host is its URL's, the upstream's host: an
+			// address of a name resolved still names the name.
+			out.Host = req.URL.Host
 		}
 		ex.sendTo(e)
 		resp, err := b.rt.RoundTrip(&out)
-		if err == nil || !refused(err) {
+		if err == nil || !refused(err) || req.Context().Err() != nil {
+			// A dial that failed because the client went away says
+			// nothing of the endpoint.
 			return resp, err
 		}
 		b.set.Refused(e)

@@ -22,6 +22,7 @@ import (
 type harness struct {
 	t        testing.TB
 	reg      *prometheus.Registry
+	rec      *metrics.Metrics
 	upstream *httptest.Server
 	proxy    *httptest.Server
 	logs     *observer.ObservedLogs
@@ -63,6 +64,7 @@ func startHarness(t testing.TB, upstream http.Handler, server func(*http.Server)
 	if err != nil {
 		t.Fatal(err)
 	}
+	h.rec = rec
 	p := New(cfg, rec, zap.New(core))
 	t.Cleanup(p.CloseIdleConnections)
 	h.proxyCloseIdle = p.CloseIdleConnections

@@ -144,6 +144,7 @@ func (p *Proxy) CloseIdleConnections() {
 // (smuggling.go).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if c := arrivalOf(r); c != nil {
+		c.handling()
 		// The next bytes on the connection are the next request's.
 		defer func() { c.served(time.Now()) }()
 	}

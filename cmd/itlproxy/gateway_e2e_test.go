@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/internal/e2e"
+	"github.com/itlproxy/itlproxy/internal/testdns"
 	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
 
@@ -167,7 +168,7 @@ func TestGatewayBalancesOverAName(t *testing.T) {
 		startPod(t, ips[1], port, 5*time.Millisecond),
 		startPod(t, ips[2], port, 40*time.Millisecond), // the slow one
 	}
-	dnsServer := e2e.StartDNS(t, "llm.test.", ips[:3]...)
+	dnsServer := testdns.Start(t, "llm.test.", ips[:3]...)
 	proxy := e2e.Start(t, map[string]string{
 		"ITLPROXY_UPSTREAM_URL":              fmt.Sprintf("http://llm.test:%d", port),
 		"ITLPROXY_UPSTREAM_RESOLVE":          "dns",

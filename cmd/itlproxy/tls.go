@@ -25,11 +25,11 @@ func upstreamTLS(c config) (*tls.Config, []*reload.CertFile, []string) {
 		if _, err := ca.Load(); err != nil {
 			problems = append(problems, fmt.Sprintf("ITLPROXY_UPSTREAM_CA_FILE=%q: %v", c.UpstreamCAFile, err))
 		}
-		var host string
-		if urls := c.upstreamURLs(); len(urls) > 0 {
-			host = urls[0].Hostname()
+		var hosts []string
+		for _, u := range c.upstreamURLs() {
+			hosts = append(hosts, u.Hostname())
 		}
-		ca.VerifyServers(tc, host)
+		ca.VerifyServers(tc, hosts...)
 		files = append(files, ca)
 	}
 	if client, problem := keyPair(reload.UpstreamClient, "ITLPROXY_UPSTREAM_CLIENT_CERT_FILE", c.UpstreamClientCertFile,

@@ -254,20 +254,24 @@ func TestVerifyUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name         string
-		cert         tls.Certificate
-		sni, dialled string
-		ok           bool
+		name    string
+		cert    tls.Certificate
+		sni     string
+		dialled []string // the upstream's hosts
+		ok      bool
 	}{
-		{"name sent as SNI", server, "localhost", "localhost", true},
-		{"address, not sent as SNI", server, "", "127.0.0.1", true},
-		{"another name", server, "api.example.com", "api.example.com", false},
-		{"another address", server, "", "10.0.0.1", false},
-		{"another CA", foreign, "localhost", "localhost", false},
-		{"client certificate", clientOnly, "localhost", "localhost", false},
+		{"name sent as SNI", server, "localhost", []string{"localhost"}, true},
+		{"address, not sent as SNI", server, "", []string{"127.0.0.1"}, true},
+		{"one of a list of addresses", server, "", []string{"10.0.0.1", "127.0.0.1"}, true},
+		{"another name", server, "api.example.com", []string{"api.example.com"}, false},
+		{"another name, beside the list", server, "api.example.com", []string{"localhost"}, false},
+		{"another address", server, "", []string{"10.0.0.1"}, false},
+		{"none of a list of addresses", server, "", []string{"10.0.0.1", "10.0.0.2"}, false},
+		{"another CA", foreign, "localhost", []string{"localhost"}, false},
+		{"client certificate", clientOnly, "localhost", []string{"localhost"}, false},
 	} {
 		tc := &tls.Config{}
-		ca.VerifyServers(tc, c.dialled)
+		ca.VerifyServers(tc, c.dialled...)
 		leaf, err := x509.ParseCertificate(c.cert.Certificate[0])
 		if err != nil {
 			t.Fatal(err)

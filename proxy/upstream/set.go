@@ -28,8 +28,14 @@ type Endpoint struct {
 	Label string
 
 	inFlight     atomic.Int64 // requests sent to it and not yet ended
-	ejectedUntil atomic.Int64 // UnixNano; 0: not set aside
+	ejectedUntil atomic.Int64 // monotonic nanoseconds (sinceStart); 0: not set aside
 }
+
+// processStart is the origin of the monotonic clock of the endpoints' time
+// aside, which a change of the wall clock does not move.
+var processStart = time.Now()
+
+func sinceStart(t time.Time) int64 { return int64(t.Sub(processStart)) }
 
 // Acquire counts a request sent to e, until Release.
 func (e *Endpoint) Acquire() { e.inFlight.Add(1) }
@@ -41,10 +47,10 @@ func (e *Endpoint) Release() { e.inFlight.Add(-1) }
 func (e *Endpoint) InFlight() int64 { return e.inFlight.Load() }
 
 // eject sets e aside until until.
-func (e *Endpoint) eject(until time.Time) { e.ejectedUntil.Store(until.UnixNano()) }
+func (e *Endpoint) eject(until time.Time) { e.ejectedUntil.Store(sinceStart(until)) }
 
 // ejected reports whether e is set aside at now.
-func (e *Endpoint) ejected(now time.Time) bool { return now.UnixNano() < e.ejectedUntil.Load() }
+func (e *Endpoint) ejected(now time.Time) bool { return sinceStart(now) < e.ejectedUntil.Load() }
 
 // Events hears what happens to a Set's endpoints, for the metrics and the
 // log. Its methods may be called from the Set's resolving goroutine and

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/itlproxy/itlproxy/internal/e2e"
+	"github.com/itlproxy/itlproxy/internal/testdns"
 )
 
 // events records what a Set tells.
@@ -163,7 +163,7 @@ func TestPickSetsAsideAndRetries(t *testing.T) {
 // its addresses change (an endpoint that stays keeps its count of
 // requests in flight), kept as it was when it resolves to nothing.
 func TestResolvedFollowsTheName(t *testing.T) {
-	d := e2e.StartDNS(t, "llm.test.", "127.0.0.2", "127.0.0.3")
+	d := testdns.Start(t, "llm.test.", "127.0.0.2", "127.0.0.3")
 	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var dialer net.Dialer
 		return dialer.DialContext(ctx, network, d.Addr)

@@ -111,25 +111,33 @@ func (f *CertFile) ClientCertificate(cri *tls.CertificateRequestInfo) (*tls.Cert
 // under connections being dialed, so crypto/tls's own verification is
 // turned off and done here instead, the same way: the chain to these
 // roots, for server authentication, and the name dialed: the one sent as
-// SNI, or for an address (which crypto/tls does not send) upstreamHost.
-func (f *CertFile) VerifyServers(tc *tls.Config, upstreamHost string) {
+// SNI, or for an address (which crypto/tls does not send) one of
+// upstreamHosts, the upstream's hosts. The connection's state does not say
+// which address was dialed: with a list of upstream addresses, a
+// certificate any of them holds is accepted from each.
+func (f *CertFile) VerifyServers(tc *tls.Config, upstreamHosts ...string) {
 	tc.InsecureSkipVerify = true
 	tc.VerifyConnection = func(cs tls.ConnectionState) error {
 		if len(cs.PeerCertificates) == 0 {
 			return errors.New("tls: the upstream sent no certificate")
 		}
-		name := cs.ServerName
-		if name == "" {
-			name = upstreamHost
+		names := upstreamHosts
+		if cs.ServerName != "" {
+			names = []string{cs.ServerName}
 		}
-		if name == "" {
+		if len(names) == 0 {
 			return errors.New("tls: no server name to verify the upstream's certificate against")
 		}
-		opts := x509.VerifyOptions{Roots: f.pool.Load(), DNSName: name, Intermediates: x509.NewCertPool()}
-		for _, c := range cs.PeerCertificates[1:] {
-			opts.Intermediates.AddCert(c)
+		var err error
+		for _, name := range names {
+			opts := x509.VerifyOptions{Roots: f.pool.Load(), DNSName: name, Intermediates: x509.NewCertPool()}
+			for _, c := range cs.PeerCertificates[1:] {
+				opts.Intermediates.AddCert(c)
+			}
+			if _, err = cs.PeerCertificates[0].Verify(opts); err == nil {
+				return nil
+			}
 		}
-		_, err := cs.PeerCertificates[0].Verify(opts)
 		return err
 	}
 }

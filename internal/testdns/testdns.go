@@ -1,4 +1,6 @@
-package e2e
+// Package testdns is a DNS server for tests: one name, whose addresses a
+// test sets and changes, as a headless Service's follow its ready pods.
+package testdns
 
 import (
 	"net"
@@ -21,9 +23,9 @@ type DNS struct {
 	ips  []net.IP
 }
 
-// StartDNS serves name (a fully qualified domain name, as "llm.test.")
+// Start serves name (a fully qualified domain name, as "llm.test.")
 // with ips until the test ends.
-func StartDNS(t testing.TB, name string, ips ...string) *DNS {
+func Start(t testing.TB, name string, ips ...string) *DNS {
 	t.Helper()
 	d := &DNS{name: dns.Fqdn(strings.ToLower(name))}
 	d.Set(ips...)
