@@ -19,15 +19,17 @@ import (
 )
 
 // recordedStreams waits until the proxy has recorded n streams and
-// returns the scrape.
+// returns a scrape taken after that.
 func recordedStreams(t *testing.T, in *instance, n int) scrape.Families {
 	t.Helper()
-	var fs scrape.Families
 	waitFor(t, fmt.Sprintf("%d streams to be recorded", n), 5*time.Second, func() bool {
-		fs = in.scrape()
-		return fs.Value("itlproxy_streams_total") == float64(n)
+		return in.scrape().Value("itlproxy_streams_total") == float64(n)
 	})
-	return fs
+	// A stream is counted as ended after all else its end records, but one
+	// scrape is no snapshot: the registry collects its families
+	// concurrently, and may have read the others before the stream's end.
+	// A scrape begun after this one has seen it counted sees all of it.
+	return in.scrape()
 }
 
 // clockedOpenAIClient returns an official OpenAI client talking to the

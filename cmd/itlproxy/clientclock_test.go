@@ -238,11 +238,7 @@ func TestEndToEndAgainstClientClock(t *testing.T) {
 		}
 		// The proxy records a stream as its handler returns, which can be just
 		// after the client has read the end: wait for all of them.
-		var families scrape.Families
-		waitFor(t, "every stream to be recorded", 5*time.Second, func() bool {
-			families = in.scrape()
-			return families.Value("itlproxy_streams_total") == streams+1
-		})
+		families := recordedStreams(t, in, streams+1)
 		for _, cs := range results {
 			if cs.err != nil || cs.content != wantContent.String() || cs.totalTokens != tokens || len(cs.arrivals) != tokens {
 				t.Errorf("%s: client got %q (%v), usage %d, %d stamped", cs.model, cs.content, cs.err, cs.totalTokens, len(cs.arrivals))

@@ -43,11 +43,7 @@ func TestSLOBreachesFromOutside(t *testing.T) {
 	const perModel = 4
 	models := []string{"team/strict:v1.5", "loose"}
 	e2e.Load(t, in.proxy, 0, e2e.Streams(perModel, models...)...)
-	var fs = in.scrape()
-	waitFor(t, "every stream to be recorded", 5*time.Second, func() bool {
-		fs = in.scrape()
-		return fs.Value("itlproxy_streams_total") == perModel*float64(len(models))
-	})
+	fs := recordedStreams(t, in, perModel*len(models))
 
 	for _, c := range []struct {
 		name, model, slo string
