@@ -102,11 +102,7 @@ func checkSameAsComponent(t *testing.T, c corev1.Container, pod corev1.PodSpec) 
 	t.Helper()
 	kr := render(t, filepath.Join(kubernetesDir, "examples", "vllm"))
 	kpod := kr.deployments[0].Spec.Template.Spec
-	i := slices.IndexFunc(kpod.InitContainers, func(c corev1.Container) bool { return c.Name == "itlproxy" })
-	if i < 0 {
-		t.Fatal("the vLLM example has no itlproxy init container")
-	}
-	kc := kpod.InitContainers[i]
+	kc := sidecarOf(t, kpod)
 	for _, f := range []struct {
 		name      string
 		got, want any
