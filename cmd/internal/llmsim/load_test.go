@@ -11,13 +11,13 @@ import (
 )
 
 // TestLoadLengthensGaps streams n requests at once from a server whose
-// gaps follow the law 10ms + (n-1) × 6ms, and checks each stream's mean
+// gaps follow the law 20ms + (n-1) × 10ms, and checks each stream's mean
 // gap, read on the client as the data lines arrive, against the law at n:
-// 10ms alone, 28ms with four. Timers fire late, never early: the bound
+// 20ms alone, 50ms with four. Timers fire late, never early: the bound
 // above is the looser.
 func TestLoadLengthensGaps(t *testing.T) {
-	load := &Load{PerStream: 6 * time.Millisecond}
-	m := Model{TTFT: 5 * time.Millisecond, ITL: 10 * time.Millisecond, Load: load}
+	load := &Load{PerStream: 10 * time.Millisecond}
+	m := Model{TTFT: 5 * time.Millisecond, ITL: 20 * time.Millisecond, Load: load}
 	srv := httptest.NewServer(New().ServeAnyModel(m))
 	defer srv.Close()
 	const tokens = 21
