@@ -54,10 +54,12 @@ type levelJSON struct {
 	// itl, errors).
 	Met    bool     `json:"met"`
 	Missed []string `json:"missed"`
-	// SettleSeconds is from the level's start to its window's; DrainSeconds
-	// from the window's end to the end of its last request, while the load
-	// was kept at the level.
+	// SettleSeconds is from the level's start to its window's;
+	// FillSeconds from the window's end to the end of its last request,
+	// while the load was kept at the level; DrainSeconds from then to the
+	// end of the level's last request.
 	SettleSeconds float64 `json:"settle_seconds"`
+	FillSeconds   float64 `json:"fill_seconds"`
 	DrainSeconds  float64 `json:"drain_seconds"`
 }
 
@@ -142,8 +144,9 @@ func sweepLevels(ctx context.Context, sc sweepConfig, b *bench, rep *sweepReport
 		}
 		var l *level
 		if ctx.Err() == nil {
+			l = newLevel(b, n, sc.duration)
 			stopProgress := startProgress(b, stderr, sc.progress)
-			l = runLevel(ctx, b, n, sc.duration)
+			l.run(ctx)
 			stopProgress()
 		}
 		if ctx.Err() != nil {
@@ -196,7 +199,8 @@ func levelReport(l *level, o objectives) levelJSON {
 	lv.Missed = o.missed(lv.all)
 	lv.Met = o.any() && len(lv.Missed) == 0
 	lv.SettleSeconds = l.measured.Sub(l.start).Seconds()
-	lv.DrainSeconds = max(l.end.Sub(l.measured.Add(l.window)), 0).Seconds()
+	lv.FillSeconds = max(l.end.Sub(l.measured.Add(l.window)), 0).Seconds()
+	lv.DrainSeconds = l.drained.Sub(l.end).Seconds()
 	return lv
 }
 

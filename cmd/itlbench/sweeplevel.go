@@ -46,9 +46,9 @@ type level struct {
 	drained  time.Time // the end of the level's last request
 }
 
-// runLevel runs n streams on b until the level's measured requests have
-// all ended and the others in flight have drained, or ctx is canceled.
-func runLevel(ctx context.Context, b *bench, n int, window time.Duration) *level {
+// newLevel readies b for a level of n streams: the stats of each phase,
+// the bench's (the measured phase's) emptied.
+func newLevel(b *bench, n int, window time.Duration) *level {
 	b.reset()
 	b.cfg.concurrency = n
 	l := &level{b: b, n: n, window: window, start: time.Now()}
@@ -61,7 +61,13 @@ func runLevel(ctx context.Context, b *bench, n int, window time.Duration) *level
 	}
 	l.sets[measuring] = b.stats
 	b.start = l.start
-	b.workers(ctx, n, func(w *worker) {
+	return l
+}
+
+// run runs the level's streams until its measured requests have all
+// ended and the others in flight have drained, or ctx is canceled.
+func (l *level) run(ctx context.Context) {
+	l.b.workers(ctx, l.n, func(w *worker) {
 		for {
 			p, ok := l.next(ctx)
 			if !ok {
@@ -74,7 +80,6 @@ func runLevel(ctx context.Context, b *bench, n int, window time.Duration) *level
 		}
 	})
 	l.drained = time.Now()
-	return l
 }
 
 // next decides the phase of the request a worker is about to start, or

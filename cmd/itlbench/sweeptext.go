@@ -15,8 +15,15 @@ func (r *sweepReport) writeText(w io.Writer) error {
 	fmt.Fprintf(&b, "itlbench sweep: %s at %s, %d levels, each measured for %s after it settled\n",
 		r.modelNames(), r.Target, len(r.levels), fmtSeconds(&r.DurationSeconds))
 	fmt.Fprintf(&b, "objectives: %s", r.objectives)
-	if r.objectives.any() {
-		b.WriteString("; goodput: the requests that succeeded with their TTFT and mean gap within them")
+	if o := r.objectives; o.any() {
+		var each []string
+		if o.ttft > 0 {
+			each = append(each, "TTFT ≤ "+fmtDuration(o.ttft))
+		}
+		if o.itl > 0 {
+			each = append(each, "a mean gap ≤ "+fmtDuration(o.itl))
+		}
+		b.WriteString("; goodput: the requests that succeeded with " + joinAnd(each))
 	}
 	b.WriteString("\n")
 	if r.Interrupted {
