@@ -41,9 +41,9 @@ Each level runs its streams in a closed loop (each request starts when one
 ends). It first settles: until as many requests as it has streams have
 ended (the burst of the level's start is then behind) and any -ramp is
 over. It then measures the requests that start within -duration, keeping
-the load at the level until the last of them has ended; the requests still
-in flight, not measured, are then canceled, and the next level starts. A
-level's rates are its requests' output over the time they took per stream
+the load at the level until the last of them has ended, and lets the
+requests still in flight drain before the next level starts. A level's
+rates are its requests' output over the time they took per stream
 (their summed durations over the level's streams): what its streams
 sustain. Ctrl-C stops at once and reports the levels done.
 
@@ -97,7 +97,7 @@ func parseSweepFlags(args []string, stdout io.Writer) (sc sweepConfig, help bool
 	check := defineLoadFlags(fs, &sc.config)
 	for name, usage := range map[string]string{
 		"duration":        "how long each level measures, after it settles (default 30s)",
-		"ramp":            "start each level's workers evenly over this time instead of at once",
+		"ramp":            "start each level's workers evenly over this time instead of at once; over about\none request's length, its streams also end out of step, as a server's usually do",
 		"json":            "print the sweep as JSON on stdout",
 		"compare-metrics": "itlproxy's /metrics `URL`: scrape before and after each level, compare its TTFT,\nITL and TPOT with the client's, and show itlproxy's capacity estimate beside\nthe sweep's",
 	} {
