@@ -102,12 +102,14 @@ type sweepJSON struct {
 // writes is then rendered in Chromium.
 func TestSweepFindsTheLawsCapacity(t *testing.T) {
 	base := startLawUpstream(t)
-	levels := []int{1, 2, 4, 8, 12, 16, 24, 32}
+	levels := []int{1, 2, 4, 8, 12, 16, 32}
 	const objective = 92 * time.Millisecond // 84 ms at 12 streams, 100 ms at 16
+	// 5s a level: a stream alone has over a hundred gaps in it, so that its
+	// p99 is not its longest gap.
 	page := filepath.Join(t.TempDir(), "sweep.html")
 	var stdout, stderr bytes.Buffer
 	err := run(context.Background(), []string{"sweep", "-url", base + "/v1", "-levels", joinLevels(levels),
-		"-duration", "3s", "-slo-itl", objective.String(), "-slo-ttft", "500ms", "-json", "-report", page}, &stdout, &stderr)
+		"-duration", "5s", "-slo-itl", objective.String(), "-slo-ttft", "500ms", "-json", "-report", page}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
