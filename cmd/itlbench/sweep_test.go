@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -24,17 +26,18 @@ import (
 
 // The law of the simulated server the sweep tests run against: a lone
 // stream's gap is lawITL, and each other request in flight adds
-// lawPerStream (llmsim.Load). Gaps of 40 ms and more keep the timers'
-// granularity (timerSlack) within a few percent of them.
+// lawPerStream (llmsim.Load). Gaps of 60 ms and more keep what a
+// machine's scheduler adds to a timer (a few milliseconds at its p99 on a
+// small virtual machine) within a few percent of them.
 const (
 	lawTTFT      = 20 * time.Millisecond
-	lawITL       = 40 * time.Millisecond
-	lawPerStream = 4 * time.Millisecond
+	lawITL       = 60 * time.Millisecond
+	lawPerStream = 6 * time.Millisecond
 	lawTokens    = 10
 )
 
-// timerSlack is how late the simulated server's timers may fire beyond
-// their tail on a busy machine: Go's poller waits in whole milliseconds.
+// timerSlack is the granularity of the simulated server's timers: Go's
+// poller waits in whole milliseconds.
 const timerSlack = time.Millisecond
 
 // lawGap is the law's gap at n streams.
@@ -80,36 +83,113 @@ func joinLevels(levels []int) string {
 // as a script would.
 type sweepJSON struct {
 	Levels []struct {
-		Concurrency int         `json:"concurrency"`
-		Total       resultJSON  `json:"total"`
-		Met         bool        `json:"met"`
-		Missed      []string    `json:"missed"`
-		Compare     *comparison `json:"compare"`
+		Concurrency     int         `json:"concurrency"`
+		Started         time.Time   `json:"started"`
+		DurationSeconds float64     `json:"duration_seconds"`
+		Total           resultJSON  `json:"total"`
+		Met             bool        `json:"met"`
+		Missed          []string    `json:"missed"`
+		Compare         *comparison `json:"compare"`
 	} `json:"levels"`
 	Capacity         capacityJSON `json:"capacity"`
 	Interrupted      bool         `json:"interrupted"`
 	InterruptedLevel int          `json:"interrupted_level"`
 }
 
+// writeLog is a server's record of when it wrote each token event of
+// each request.
+type writeLog struct {
+	mu      sync.Mutex
+	streams []*written
+}
+
+// written is one request: when it arrived, and when each of its token
+// events was written.
+type written struct {
+	arrived time.Time
+	tokens  []time.Time
+}
+
+// wrap records what h writes: each chunk with content is a token event.
+func (l *writeLog) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := &written{arrived: time.Now()}
+		l.mu.Lock()
+		l.streams = append(l.streams, s)
+		l.mu.Unlock()
+		h.ServeHTTP(&loggingWriter{ResponseWriter: w, log: l, s: s}, r)
+	})
+}
+
+type loggingWriter struct {
+	http.ResponseWriter
+	log *writeLog
+	s   *written
+}
+
+func (w *loggingWriter) Write(p []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(p)
+	if bytes.Contains(p, []byte(`"delta":{"content":"`)) && !bytes.Contains(p, []byte(`"content":""`)) {
+		w.log.mu.Lock()
+		w.s.tokens = append(w.s.tokens, time.Now())
+		w.log.mu.Unlock()
+	}
+	return n, err
+}
+
+// Unwrap lets http.ResponseController flush the writer underneath.
+func (w *loggingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// gaps returns the gaps written between the token events of the requests
+// that arrived within [from, to).
+func (l *writeLog) gaps(from, to time.Time) []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []time.Duration
+	for _, s := range l.streams {
+		if s.arrived.Before(from) || !s.arrived.Before(to) {
+			continue
+		}
+		for i := 1; i < len(s.tokens); i++ {
+			out = append(out, s.tokens[i].Sub(s.tokens[i-1]))
+		}
+	}
+	return out
+}
+
+// nearestRank is the q-quantile of ds by nearest rank, as itlbench
+// reports it.
+func nearestRank(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	ds = slices.Sorted(slices.Values(ds))
+	return ds[max(int(math.Ceil(q*float64(len(ds))))-1, 0)]
+}
+
 // TestSweepFindsTheLawsCapacity sweeps 1 to 32 streams over a server whose
 // gaps follow a known law, with an ITL objective the law crosses between
-// 12 and 16 streams: the sweep must name the capacity the law gives, bound
+// 8 and 16 streams: the sweep must name the capacity the law gives, bound
 // by ITL at the level above, and measure each level's p99 ITL within a few
-// percent of the law (timers fire late, never early: 5% and the timers'
-// millisecond above, 2% below). Each level's goodput is all of its
-// requests where the law meets the objective and none where it does not,
-// and its tokens per second are what the law gives. The HTML page it
-// writes is then rendered in Chromium.
+// percent of the law: 2% below, and above 5%, the timers' millisecond,
+// and what the server's own writes of those gaps were late by at their
+// p99 (timers fire late, never early; on a busy machine by tens of
+// milliseconds, which is the server missing its law, not the sweep
+// mismeasuring it). Each level's goodput is all of its requests where the
+// law meets the objective and none where it does not, and its tokens per
+// second are what the law gives. The HTML page it writes is then rendered
+// in Chromium.
 func TestSweepFindsTheLawsCapacity(t *testing.T) {
-	base := startLawUpstream(t)
-	levels := []int{1, 2, 4, 8, 12, 16, 32}
-	const objective = 92 * time.Millisecond // 84 ms at 12 streams, 100 ms at 16
-	// 5s a level: a stream alone has over a hundred gaps in it, so that its
-	// p99 is not its longest gap.
+	load := &llmsim.Load{PerStream: lawPerStream}
+	var log writeLog
+	up := httptest.NewServer(log.wrap(llmsim.New().ServeAnyModel(llmsim.Model{TTFT: lawTTFT, ITL: lawITL, Length: lawTokens, Load: load})))
+	defer up.Close()
+	levels := []int{1, 2, 4, 8, 16, 32}
+	const objective = 126 * time.Millisecond // 102 ms at 8 streams, 150 ms at 16
 	page := filepath.Join(t.TempDir(), "sweep.html")
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"sweep", "-url", base + "/v1", "-levels", joinLevels(levels),
-		"-duration", "5s", "-slo-itl", objective.String(), "-slo-ttft", "500ms", "-json", "-report", page}, &stdout, &stderr)
+	err := run(context.Background(), []string{"sweep", "-url", up.URL + "/v1", "-model", "law", "-levels", joinLevels(levels),
+		"-duration", "4s", "-slo-itl", objective.String(), "-slo-ttft", "500ms", "-json", "-report", page}, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
@@ -122,20 +202,23 @@ func TestSweepFindsTheLawsCapacity(t *testing.T) {
 	}
 	for i, l := range rep.Levels {
 		n := l.Concurrency
-		law := lawGap(n).Seconds()
+		law := lawGap(n)
 		a := l.Total
-		t.Logf("%2d streams: %3d requests, ITL p50 %.2fms p99 %.2fms (law %.1fms), goodput %+v, %.0f tokens/s", n,
-			a.Requests.Sent, 1e3*a.ITL.P50, 1e3*a.ITL.P99, 1e3*law, a.Goodput, a.OutputTokensPerSecond)
+		window := log.gaps(l.Started, l.Started.Add(time.Duration(l.DurationSeconds*float64(time.Second))))
+		written := nearestRank(window, 0.99)
+		late := max(written-law, 0)
+		t.Logf("%2d streams: %3d requests, ITL p50 %.2fms p99 %.2fms (law %v; the server wrote %d gaps, p99 %v), goodput %+v, %.0f tokens/s",
+			n, a.Requests.Sent, 1e3*a.ITL.P50, 1e3*a.ITL.P99, law, len(window), written, a.Goodput, a.OutputTokensPerSecond)
 		if n != levels[i] {
 			t.Errorf("level %d is of %d streams, want %d", i, n, levels[i])
 		}
 		if a.Requests.OK != a.Requests.Sent || a.Requests.Sent == 0 || a.ITL.Count != uint64(a.Requests.OK*(lawTokens-1)) {
 			t.Errorf("%d streams: requests %+v, %d gaps: want every request ok, with %d gaps each", n, a.Requests, a.ITL.Count, lawTokens-1)
 		}
-		if a.ITL.P99 < 0.98*law || a.ITL.P99 > 1.05*law+timerSlack.Seconds() {
-			t.Errorf("%d streams: p99 ITL %.2fms, want the law's %.1fms within a few percent", n, 1e3*a.ITL.P99, 1e3*law)
+		if lo, hi := 0.98*law.Seconds(), 1.05*law.Seconds()+(timerSlack+late).Seconds(); a.ITL.P99 < lo || a.ITL.P99 > hi {
+			t.Errorf("%d streams: p99 ITL %.2fms, want the law's %v within a few percent (%.2fms to %.2fms)", n, 1e3*a.ITL.P99, law, 1e3*lo, 1e3*hi)
 		}
-		meets := lawGap(n) <= objective
+		meets := law <= objective
 		if l.Met != meets || !meets && !slices.Equal(l.Missed, []string{missedITL}) {
 			t.Errorf("%d streams: met %v, missed %v; the law says met %v", n, l.Met, l.Missed, meets)
 		}
@@ -143,13 +226,16 @@ func TestSweepFindsTheLawsCapacity(t *testing.T) {
 			t.Errorf("%d streams: goodput %+v; want every request judged, and all good (or none) as the law meets the objective (or not)", n, g)
 		}
 		// A stream of the law lasts TTFT + 9 gaps and carries 10 tokens.
-		perStream := float64(lawTokens) / (lawTTFT + (lawTokens-1)*lawGap(n)).Seconds()
+		perStream := float64(lawTokens) / (lawTTFT + (lawTokens-1)*law).Seconds()
 		within(t, fmt.Sprintf("%d streams: tokens/s", n), a.OutputTokensPerSecond, float64(n)*perStream, 0.1, 0)
 	}
 	capacity, missedAt := lawCapacity(levels, objective)
 	c := rep.Capacity
 	if c.Concurrency != capacity || c.MissedAt != missedAt || !slices.Equal(c.BoundBy, []string{missedITL}) || c.AtLeast {
 		t.Errorf("capacity %+v; the law gives %d streams, bound by itl at %d", c, capacity, missedAt)
+	}
+	if n := load.Gap(lawITL, 1); n != lawITL {
+		t.Errorf("the law's lone stream gap %v", n)
 	}
 
 	t.Run("page in Chromium", func(t *testing.T) {
