@@ -111,10 +111,16 @@ func (s *sink) gap(d time.Duration, tokens int64, at time.Time, load int64) {
 	s.notable.add(s.stream.Gaps().Count, d, at, n)
 }
 
-// forwarded records how a token-bearing event went through the proxy:
-// delay inside it, from the read that completed it to the start of its
-// write to the client, and the write's own time.
-func (s *sink) forwarded(delay, write time.Duration) { s.stream.Forwarded(delay, write) }
+// ownDelay records the own delay of a token-bearing event
+// (forwarding.go).
+func (s *sink) ownDelay(d time.Duration) { s.stream.OwnDelay(d) }
+
+// clientWrite records one write of the stream's bytes to its client.
+func (s *sink) clientWrite(d time.Duration) { s.stream.ClientWrite(d) }
+
+// addWriteWait adds to the stream's total writes to its client observed
+// by its connection (a Realtime response's).
+func (s *sink) addWriteWait(d time.Duration) { s.stream.AddWriteWait(d) }
 
 // eventTokens records the tokens one token-bearing event carried, when
 // the upstream reports them per event.
