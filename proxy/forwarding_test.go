@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/itlproxy/itlproxy/internal/e2e"
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/metrics/scrape"
 	"github.com/itlproxy/itlproxy/proxy/events"
@@ -251,4 +253,39 @@ func TestOwnDelayHoldsTheMeasuring(t *testing.T) {
 	if d.Count != 2 || own < parse/2 {
 		t.Errorf("own delay: %d observations, %v in all; want 2, and at least half of the %v the measuring of the large event takes", d.Count, own, parse)
 	}
+}
+
+// TestRequestLegWhileStreaming: the request leg is observed when the
+// request has been written to the upstream, not when the exchange ends: a
+// stream that is still running, and a Realtime connection still open,
+// have theirs counted.
+func TestRequestLegWhileStreaming(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		writeChunks(w, r, [][]byte{[]byte(`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n")}, nil)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	resp := h.post("/v1/chat/completions", arrivalBody)
+	defer resp.Body.Close()
+	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	// Observed on the transport's goroutine, as the write returns.
+	e2e.WaitFor(t, "the request leg of the stream in flight", 5*time.Second, func() bool {
+		n, _ := h.hist("itlproxy_request_forward_seconds", "endpoint", "chat_completions")
+		return n == 1
+	})
+	close(release)
+
+	rh, _ := realtimeHarness(t, &e2e.RealtimeUpstream{})
+	c := dialRealtime(t, rh, "gpt-realtime", websocket.CompressionDisabled, nil)
+	e2e.WaitFor(t, "the Realtime connection's request leg", 5*time.Second, func() bool {
+		n, _ := rh.hist("itlproxy_request_forward_seconds", "endpoint", "realtime")
+		return n == 1
+	})
+	_ = c.c.Close(websocket.StatusNormalClosure, "")
 }
