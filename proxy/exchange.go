@@ -19,7 +19,8 @@ import (
 // request is what the proxy knows of a request when its exchange starts:
 // the one value an exchange is built from.
 type request struct {
-	// t0 is when its headers had been received.
+	// t0 is when its first bytes reached the proxy, as closely as the
+	// proxy knows it (arrival.go).
 	t0     time.Time
 	labels metrics.Labels
 	// endpoint is the API whose reader measures the response; Other for a
@@ -43,7 +44,7 @@ type request struct {
 	body *heldBody
 }
 
-// exchange follows one proxied request from its headers (t0) to the end of
+// exchange follows one proxied request from its t0 to the end of
 // its response and records it: the response's reader (an eventMeter or a
 // jsonBody) measures the response into the sink, and at the end the
 // exchange decides how it ended and has the sink record it. All its
