@@ -141,7 +141,7 @@ func (c *realtimeConn) Start(s realtime.Start) realtime.ResponseObserver {
 	}
 	r.sink = newSink(ex.metrics, ex.req.labels, ids, s.At, 0, c.p.cfg.Recorder, r.span)
 	if ex.upstream != nil {
-		r.sink.setUpstream(ex.upstream.Label)
+		r.sink.setUpstream(ex.upstream.Label())
 	}
 	r.sink.readEvents()
 	return r

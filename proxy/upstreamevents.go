@@ -49,14 +49,14 @@ func (u *upstreamEvents) ResolveFailed(err error) {
 }
 
 func (u *upstreamEvents) Ejected(sv *upstream.Server, d time.Duration) {
-	u.m.UpstreamEjected(sv.Label)
+	u.m.UpstreamEjected(sv.Label())
 	u.log.Warn("an upstream server refused a connection: set aside", zap.String("upstream", sv.Addr), zap.Duration("for", d))
 }
 
 func labelsOf(servers []*upstream.Server) []string {
 	out := make([]string, 0, len(servers))
 	for _, sv := range servers {
-		out = append(out, sv.Label)
+		out = append(out, sv.Label())
 	}
 	return out
 }
