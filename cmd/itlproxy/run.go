@@ -190,7 +190,8 @@ func (s *server) warnAtStart() {
 // are up (demo mode starts its load then).
 func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.Addr) func()) error {
 	urls := s.cfg.upstreamURLs() // validated already
-	servers, err := s.cfg.servers(ctx, s.rec, proxy.UpstreamEvents(s.rec, s.log.Named("upstream")))
+	rt := transport.NewLean(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS)
+	servers, err := s.cfg.servers(ctx, s.rec, proxy.UpstreamEvents(s.rec, s.log.Named("upstream"), rt))
 	if err != nil {
 		return err
 	}
@@ -198,7 +199,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		go servers.Run(ctx)
 	}
 	s.warnAtStart()
-	p := s.newProxy(urls[0], servers)
+	p := s.newProxy(urls[0], servers, rt)
 	stopBeside, err := s.startBeside(urls[0])
 	if err != nil {
 		return err
@@ -318,12 +319,13 @@ func (s *server) proxyServer(p http.Handler, errLog *log.Logger) *http.Server {
 	}
 }
 
-// newProxy returns the proxy to upstream, as the configuration says.
-func (s *server) newProxy(u *url.URL, servers *upstream.Set) *proxy.Proxy {
+// newProxy returns the proxy to upstream over rt, as the configuration
+// says.
+func (s *server) newProxy(u *url.URL, servers *upstream.Set, rt http.RoundTripper) *proxy.Proxy {
 	return proxy.New(proxy.Config{
 		Upstream:          u,
 		Servers:           servers,
-		Transport:         transport.NewLean(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
+		Transport:         rt,
 		MaxRequestBytes:   int64(s.cfg.MaxRequestBytes),
 		MaxEventBytes:     int(s.cfg.MaxEventBytes),
 		StreamIdleTimeout: s.cfg.StreamIdleTimeout,
