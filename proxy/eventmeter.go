@@ -199,6 +199,7 @@ func (m *eventMeter) end(e *responseEnd) {
 	}
 	t := &m.tally
 	e.usage = usage{input: t.Input, output: t.Output}
+	e.reported = e.usage
 	if e.usage.output < 0 && m.scan != nil {
 		e.usage.output = t.Events
 	}

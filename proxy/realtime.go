@@ -168,6 +168,10 @@ func (r *realtimeResponse) End(e realtime.End) {
 	end.stream = metrics.StreamEnd{Outcome: realtimeOutcomes[e.Outcome], TPOT: e.TPOT, AverageTokens: e.AverageTokens,
 		Events: e.Deltas, OutputTokens: e.OutputTokens, InputTokens: e.InputTokens}
 	end.usage = usage{input: e.InputTokens, output: e.OutputTokens}
+	end.reported = usage{input: e.InputTokens, output: -1}
+	if e.UsageReported {
+		end.reported.output = e.OutputTokens
+	}
 	r.sink.addWriteWait(e.ClientWriteWait)
 	r.sink.end(end, e.At)
 	if r.span == nil {

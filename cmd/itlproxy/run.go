@@ -91,6 +91,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		Version:          version,
 		Revision:         buildRevision(),
 		GoVersion:        runtime.Version(),
+		GenAI:            pushesMetrics(cfg.Config),
 	})
 	if err != nil {
 		return err
@@ -269,12 +270,19 @@ func (s *server) startBeside(upstream *url.URL) (stop func(), err error) {
 	return func() { stopReload(); stopPush() }, nil
 }
 
+// pushesMetrics reports whether the configuration pushes the metrics over
+// OTLP, and so the GenAI conventions' metrics derived from them.
+func pushesMetrics(cfg telemetry.Config) bool {
+	endpoint, _ := cfg.MetricsEndpoint()
+	return endpoint != ""
+}
+
 // pushMetrics starts pushing the registry's metrics over OTLP when the
 // configuration asks for it, and returns what makes the last push and
 // stops them.
 func (s *server) pushMetrics(upstream *url.URL) (stop func(), err error) {
 	m, err := telemetry.StartMetrics(s.cfg.Config, telemetry.MetricsOptions{
-		Gatherer: s.reg, Registerer: s.reg, Version: version, Log: s.log,
+		Gatherer: s.reg, GenAISource: s.rec.GenAIGatherer(), Registerer: s.reg, Version: version, Log: s.log,
 		GenAI: telemetry.GenAI{ServerAddress: upstream.Hostname(), ServerPort: proxy.UpstreamPort(upstream), Provider: s.cfg.GenAIProvider},
 	})
 	if err != nil {

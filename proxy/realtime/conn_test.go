@@ -92,7 +92,7 @@ func TestResponses(t *testing.T) {
 		steps: []step{{0, Client, create}, {5, Server, created("r1")}, {40, Server, delta("response.output_text.delta", "r1")},
 			{55, Server, delta("response.output_text.delta", "r1")}, {75, Server, delta("response.text.delta", "r1")}, {80, Server, done("r1", "completed", 3)}},
 		byServer: []bool{false}, ttft: []time.Duration{ms(40)}, gaps: [][]time.Duration{{ms(15), ms(20)}},
-		ends: []End{{Outcome: Completed, Deltas: 3, InputTokens: 7, OutputTokens: 3, TPOT: ms(35) / 2}},
+		ends: []End{{Outcome: Completed, Deltas: 3, InputTokens: 7, UsageReported: true, OutputTokens: 3, TPOT: ms(35) / 2}},
 	}, {
 		name: "audio with its transcript, begun by the server",
 		steps: []step{{0, Server, created("r1")}, {30, Server, delta("response.output_audio.delta", "r1")},
@@ -100,13 +100,13 @@ func TestResponses(t *testing.T) {
 			{51, Server, delta("response.audio_transcript.delta", "r1")}, {60, Server, `{"type":"response.output_audio.done","response_id":"r1"}`},
 			{61, Server, done("r1", "completed", 40)}},
 		byServer: []bool{true}, ttft: []time.Duration{ms(30)}, gaps: [][]time.Duration{{0, ms(20), ms(1)}},
-		ends: []End{{Outcome: Completed, Deltas: 4, InputTokens: 7, OutputTokens: 40, TPOT: ms(21) / 39}},
+		ends: []End{{Outcome: Completed, Deltas: 4, InputTokens: 7, UsageReported: true, OutputTokens: 40, TPOT: ms(21) / 39}},
 	}, {
 		name: "cancelled by the client",
 		steps: []step{{0, Client, create}, {2, Server, created("r1")}, {10, Server, delta("response.output_audio.delta", "r1")},
 			{12, Client, `{"type":"response.cancel"}`}, {20, Server, done("r1", "cancelled", 1)}},
 		byServer: []bool{false}, ttft: []time.Duration{ms(10)}, gaps: [][]time.Duration{nil},
-		ends: []End{{Outcome: Cancelled, Deltas: 1, InputTokens: 7, OutputTokens: 1, TPOT: -1, CancelRequested: true}},
+		ends: []End{{Outcome: Cancelled, Deltas: 1, InputTokens: 7, UsageReported: true, OutputTokens: 1, TPOT: -1, CancelRequested: true}},
 	}, {
 		name: "incomplete, failed, and an error naming a response",
 		steps: []step{{0, Server, created("r1")}, {1, Server, done("r1", "incomplete", 0)}, {2, Server, created("r2")},
@@ -114,14 +114,14 @@ func TestResponses(t *testing.T) {
 			{6, Server, `{"type":"error","event_id":"e","error":{"type":"server_error","message":"m","response_id":"r3"}}`},
 			{7, Server, done("r3", "completed", 9)}},
 		byServer: []bool{true, true, true}, ttft: []time.Duration{-1, -1, ms(1)}, gaps: [][]time.Duration{nil, nil, nil},
-		ends: []End{{Outcome: Incomplete, InputTokens: 7, TPOT: -1}, {Outcome: Failed, InputTokens: 7, TPOT: -1}, {Outcome: Failed, Deltas: 1, InputTokens: -1, OutputTokens: 1, TPOT: -1}},
+		ends: []End{{Outcome: Incomplete, InputTokens: 7, UsageReported: true, TPOT: -1}, {Outcome: Failed, InputTokens: 7, UsageReported: true, TPOT: -1}, {Outcome: Failed, Deltas: 1, InputTokens: -1, OutputTokens: 1, TPOT: -1}},
 	}, {
 		name: "a create refused by an error does not start the next response's clock",
 		steps: []step{{0, Client, `{"type":"response.create","event_id":"c1"}`},
 			{1, Server, `{"type":"error","event_id":"e","error":{"type":"invalid_request_error","code":"conversation_already_has_active_response","event_id":"c1"}}`},
 			{50, Server, created("r1")}, {60, Server, delta("response.output_text.delta", "r1")}, {61, Server, done("r1", "completed", 1)}},
 		byServer: []bool{true}, ttft: []time.Duration{ms(10)}, gaps: [][]time.Duration{nil},
-		ends: []End{{Outcome: Completed, Deltas: 1, InputTokens: 7, OutputTokens: 1, TPOT: -1}},
+		ends: []End{{Outcome: Completed, Deltas: 1, InputTokens: 7, UsageReported: true, OutputTokens: 1, TPOT: -1}},
 	}, {
 		name: "two responses at once, told apart by id",
 		steps: []step{{0, Client, create}, {1, Client, create}, {2, Server, created("a")}, {3, Server, created("b")},
@@ -130,7 +130,7 @@ func TestResponses(t *testing.T) {
 			{40, Server, delta("response.output_text.delta", "a")}, {41, Server, delta("response.output_text.delta", "nobody")},
 			{50, Server, done("a", "completed", 2)}},
 		byServer: []bool{false, false}, ttft: []time.Duration{ms(20), ms(9)}, gaps: [][]time.Duration{{ms(20)}, {ms(15)}},
-		ends: []End{{Outcome: Completed, Deltas: 2, InputTokens: 7, OutputTokens: 2, TPOT: ms(20)}, {Outcome: Completed, Deltas: 2, InputTokens: 7, OutputTokens: 2, TPOT: ms(15)}},
+		ends: []End{{Outcome: Completed, Deltas: 2, InputTokens: 7, UsageReported: true, OutputTokens: 2, TPOT: ms(20)}, {Outcome: Completed, Deltas: 2, InputTokens: 7, UsageReported: true, OutputTokens: 2, TPOT: ms(15)}},
 	}, {
 		name: "the client leaves mid-response",
 		steps: []step{{0, Client, create}, {5, Server, created("r1")}, {9, Server, delta("response.output_audio.delta", "r1")},

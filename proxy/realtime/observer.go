@@ -59,8 +59,10 @@ type End struct {
 	Deltas int64
 	// InputTokens and OutputTokens are response.done's
 	// response.usage.input_tokens and output_tokens, -1 when it reported
-	// none; OutputTokens is then the number of output deltas.
+	// none; OutputTokens is then the number of output deltas, and
+	// UsageReported false.
 	InputTokens, OutputTokens int64
+	UsageReported             bool
 	// TPOT is its time per output token, (last delta - first delta) / (N
 	// - 1) with N = OutputTokens; -1 when N < 2.
 	TPOT time.Duration

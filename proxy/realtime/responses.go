@@ -322,7 +322,7 @@ func (a *response) finish(outcome Outcome, at time.Time) {
 	t := &a.tally
 	e := End{
 		Outcome: outcome, At: at, Deltas: t.Events,
-		InputTokens: t.Input, OutputTokens: t.OutputTokens(),
+		InputTokens: t.Input, OutputTokens: t.OutputTokens(), UsageReported: t.Output >= 0,
 		TPOT: -1, AverageTokens: t.AverageTokens(), CancelRequested: a.cancel, ClientWriteWait: a.writeWait,
 	}
 	if tpot, ok := t.TPOT(); ok {
