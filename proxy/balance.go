@@ -8,12 +8,12 @@ import (
 	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
-// balancer sends each request to an endpoint of the upstream's set
-// (Config.Endpoints), chosen by the set, over the transport: the request's
-// URL names the endpoint's address, and its Host header stays the
-// upstream's (or the endpoint's own, for a list of URLs). A request whose
-// connection an endpoint refused was not sent: it goes to another
-// endpoint, and the one that refused is set aside for a while.
+// balancer sends each request to a server of the upstream's set
+// (Config.Servers), chosen by the set, over the transport: the request's
+// URL names the server's address, and its Host header stays the
+// upstream's (or the server's own, for a list of URLs). A request whose
+// connection a server refused was not sent: it goes to another
+// server, and the one that refused is set aside for a while.
 type balancer struct {
 	set *upstream.Set
 	rt  http.RoundTripper
@@ -21,33 +21,33 @@ type balancer struct {
 
 func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := exchangeFrom(req.Context())
-	var tried []*upstream.Endpoint
+	var tried []*upstream.Server
 	for {
-		e := b.set.Pick(tried)
-		if e == nil {
-			return nil, errNoEndpoint
+		sv := b.set.Pick(tried)
+		if sv == nil {
+			return nil, errNoServer
 		}
-		tried = append(tried, e)
+		tried = append(tried, sv)
 		out := *req
 		u := *req.URL
-		u.Host = e.Addr
+		u.Host = sv.Addr
 		out.URL = &u
 		switch {
-		case e.Host != "":
-			out.Host = e.Host
+		case sv.Host != "":
+			out.Host = sv.Host
 		case out.Host == "":
 			// The request's Host is its URL's, the upstream's host: an
 			// address of a name resolved still names the name.
 			out.Host = req.URL.Host
 		}
-		ex.sendTo(e)
+		ex.sendTo(sv)
 		resp, err := b.rt.RoundTrip(&out)
 		if err == nil || !refused(err) || req.Context().Err() != nil {
 			// A dial that failed because the client went away says
-			// nothing of the endpoint.
+			// nothing of the server.
 			return resp, err
 		}
-		b.set.Refused(e)
+		b.set.Refused(sv)
 		// Nothing of the request was sent; its body may have been closed
 		// all the same, and is sent again from the start when it can be.
 		if req.Body != nil && req.Body != http.NoBody {
@@ -70,23 +70,23 @@ func (b *balancer) CloseIdleConnections() {
 	}
 }
 
-var errNoEndpoint = errors.New("itlproxy: every upstream endpoint refused the connection")
+var errNoServer = errors.New("itlproxy: every upstream server refused the connection")
 
 // refused reports whether err is a connection that could not be made (the
-// dial failed): nothing of the request reached the endpoint.
+// dial failed): nothing of the request reached the server.
 func refused(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// sendTo notes that the request goes to endpoint e (again, when an
-// endpoint before refused it): its stream is counted there, and it holds
-// one of e's requests in flight until the exchange ends.
-func (ex *exchange) sendTo(e *upstream.Endpoint) {
+// sendTo notes that the request goes to server sv (again, when a
+// server before refused it): its stream is counted there, and it holds
+// one of sv's requests in flight until the exchange ends.
+func (ex *exchange) sendTo(sv *upstream.Server) {
 	if ex.upstream != nil {
 		ex.upstream.Release()
 	}
-	ex.upstream = e
-	e.Acquire()
-	ex.sink.setUpstream(e.Label)
+	ex.upstream = sv
+	sv.Acquire()
+	ex.sink.setUpstream(sv.Label)
 }

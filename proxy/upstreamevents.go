@@ -10,10 +10,10 @@ import (
 	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
-// UpstreamEvents records what happens to the upstream's endpoints on m and
-// in log: the set (and the series of the endpoints that left it), the
+// UpstreamEvents records what happens to the upstream's servers on m and
+// in log: the set (and the series of the servers that left it), the
 // resolutions that failed (logged once per outage: the first, then the
-// one that succeeds again), and the endpoints set aside.
+// one that succeeds again), and the servers set aside.
 func UpstreamEvents(m *metrics.Metrics, log *zap.Logger) upstream.Events {
 	return &upstreamEvents{m: m, log: log}
 }
@@ -26,14 +26,14 @@ type upstreamEvents struct {
 	failing bool // the last resolution failed
 }
 
-func (u *upstreamEvents) Resolved(endpoints, removed []*upstream.Endpoint) {
-	u.m.UpstreamsChanged(labelsOf(endpoints), labelsOf(removed))
+func (u *upstreamEvents) Resolved(servers, removed []*upstream.Server) {
+	u.m.UpstreamsChanged(labelsOf(servers), labelsOf(removed))
 	u.mu.Lock()
 	recovered := u.failing
 	u.failing = false
 	u.mu.Unlock()
 	if recovered || len(removed) > 0 {
-		u.log.Info("upstream endpoints", zap.Strings("endpoints", addrsOf(endpoints)), zap.Strings("removed", addrsOf(removed)))
+		u.log.Info("upstream servers", zap.Strings("servers", addrsOf(servers)), zap.Strings("removed", addrsOf(removed)))
 	}
 }
 
@@ -44,27 +44,27 @@ func (u *upstreamEvents) ResolveFailed(err error) {
 	u.failing = true
 	u.mu.Unlock()
 	if first {
-		u.log.Warn("resolving the upstream failed: the endpoints stay as they were", zap.Error(err))
+		u.log.Warn("resolving the upstream failed: the servers stay as they were", zap.Error(err))
 	}
 }
 
-func (u *upstreamEvents) Ejected(e *upstream.Endpoint, d time.Duration) {
-	u.m.UpstreamEjected(e.Label)
-	u.log.Warn("an upstream endpoint refused a connection: set aside", zap.String("upstream", e.Addr), zap.Duration("for", d))
+func (u *upstreamEvents) Ejected(sv *upstream.Server, d time.Duration) {
+	u.m.UpstreamEjected(sv.Label)
+	u.log.Warn("an upstream server refused a connection: set aside", zap.String("upstream", sv.Addr), zap.Duration("for", d))
 }
 
-func labelsOf(eps []*upstream.Endpoint) []string {
-	out := make([]string, 0, len(eps))
-	for _, e := range eps {
-		out = append(out, e.Label)
+func labelsOf(servers []*upstream.Server) []string {
+	out := make([]string, 0, len(servers))
+	for _, sv := range servers {
+		out = append(out, sv.Label)
 	}
 	return out
 }
 
-func addrsOf(eps []*upstream.Endpoint) []string {
-	out := make([]string, 0, len(eps))
-	for _, e := range eps {
-		out = append(out, e.Addr)
+func addrsOf(servers []*upstream.Server) []string {
+	out := make([]string, 0, len(servers))
+	for _, sv := range servers {
+		out = append(out, sv.Addr)
 	}
 	return out
 }

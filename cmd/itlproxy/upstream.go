@@ -13,7 +13,7 @@ import (
 	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
-// upstreamEjectFor is how long an endpoint that refused a connection is
+// upstreamEjectFor is how long a server that refused a connection is
 // set aside before it is tried again.
 const upstreamEjectFor = 10 * time.Second
 
@@ -32,7 +32,7 @@ func (c config) upstreamURLs() []*url.URL {
 }
 
 // validateUpstream checks the upstream URL, or list of URLs, and how its
-// endpoints are found.
+// servers are found.
 func (c config) validateUpstream(demo bool, add func(key, value, why string)) {
 	switch {
 	case c.UpstreamURL == "" && !demo:
@@ -81,16 +81,16 @@ func (c config) validateUpstream(demo bool, add func(key, value, why string)) {
 	}
 }
 
-// balanced reports whether the proxy balances over several endpoints: a
+// balanced reports whether the proxy balances over several servers: a
 // list of URLs, or a name re-resolved.
 func (c config) balanced() bool {
 	return c.UpstreamResolve == "dns" || strings.Contains(c.UpstreamURL, ",")
 }
 
-// endpoints returns the upstream's set of endpoints, recorded on rec, or
+// servers returns the upstream's set of servers, recorded on rec, or
 // nil for one URL as it is; the set of a name is resolved once now, and a
 // name that resolves to nothing is a configuration error.
-func (c config) endpoints(ctx context.Context, rec *metrics.Metrics, events upstream.Events) (*upstream.Set, error) {
+func (c config) servers(ctx context.Context, rec *metrics.Metrics, events upstream.Events) (*upstream.Set, error) {
 	if !c.balanced() {
 		return nil, nil
 	}

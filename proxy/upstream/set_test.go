@@ -21,19 +21,19 @@ type events struct {
 	ejected  []string
 }
 
-func addrs(eps []*Endpoint) []string {
+func addrs(servers []*Server) []string {
 	var out []string
-	for _, e := range eps {
-		out = append(out, e.Addr)
+	for _, sv := range servers {
+		out = append(out, sv.Addr)
 	}
 	slices.Sort(out)
 	return out
 }
 
-func (ev *events) Resolved(eps, removed []*Endpoint) {
+func (ev *events) Resolved(servers, removed []*Server) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	ev.resolved = append(ev.resolved, addrs(eps))
+	ev.resolved = append(ev.resolved, addrs(servers))
 	ev.removed = append(ev.removed, addrs(removed))
 }
 
@@ -43,10 +43,10 @@ func (ev *events) ResolveFailed(err error) {
 	ev.failed = append(ev.failed, err)
 }
 
-func (ev *events) Ejected(e *Endpoint, _ time.Duration) {
+func (ev *events) Ejected(sv *Server, _ time.Duration) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	ev.ejected = append(ev.ejected, e.Addr)
+	ev.ejected = append(ev.ejected, sv.Addr)
 }
 
 func mustURLs(t *testing.T, raw ...string) []*url.URL {
@@ -69,22 +69,22 @@ func TestStaticSet(t *testing.T) {
 	ev := &events{}
 	s := NewStatic(mustURLs(t, "http://10.0.0.1:8000", "https://llm.example", "http://10.0.0.1:8000", "http://10.0.0.3"),
 		Options{MaxLabels: 2, Events: ev})
-	eps := s.Endpoints()
-	if got, want := addrs(eps), []string{"10.0.0.1:8000", "10.0.0.3:80", "llm.example:443"}; !slices.Equal(got, want) {
-		t.Fatalf("endpoints %v, want %v", got, want)
+	servers := s.Servers()
+	if got, want := addrs(servers), []string{"10.0.0.1:8000", "10.0.0.3:80", "llm.example:443"}; !slices.Equal(got, want) {
+		t.Fatalf("servers %v, want %v", got, want)
 	}
 	labels := map[string]int{}
-	for _, e := range eps {
-		labels[e.Label]++
-		if e.Label != LabelOther && e.Label != e.Addr {
-			t.Errorf("%s labelled %q", e.Addr, e.Label)
+	for _, sv := range servers {
+		labels[sv.Label]++
+		if sv.Label != LabelOther && sv.Label != sv.Addr {
+			t.Errorf("%s labelled %q", sv.Addr, sv.Label)
 		}
-		if e.Addr == "llm.example:443" && e.Host != "llm.example" {
-			t.Errorf("%s carries Host %q", e.Addr, e.Host)
+		if sv.Addr == "llm.example:443" && sv.Host != "llm.example" {
+			t.Errorf("%s carries Host %q", sv.Addr, sv.Host)
 		}
 	}
 	if labels[LabelOther] != 1 || len(labels) != 3 {
-		t.Errorf("labels %v: want two endpoints of their own and one %q", labels, LabelOther)
+		t.Errorf("labels %v: want two servers of their own and one %q", labels, LabelOther)
 	}
 	if len(ev.resolved) != 1 {
 		t.Errorf("Resolved told %d times, want once", len(ev.resolved))
@@ -92,13 +92,13 @@ func TestStaticSet(t *testing.T) {
 	s.Run(context.Background()) // a fixed set has nothing to run: returns at once
 }
 
-// The least of two random choices: an endpoint with more requests in
+// The least of two random choices: a server with more requests in
 // flight than every other is never picked while there are three; with
-// equal counts every endpoint gets its share.
+// equal counts every server gets its share.
 func TestPickBalancesByInFlight(t *testing.T) {
 	s := NewStatic(mustURLs(t, "http://a:1", "http://b:1", "http://c:1"), Options{MaxLabels: 8})
-	eps := s.Endpoints()
-	busy := eps[1]
+	servers := s.Servers()
+	busy := servers[1]
 	for range 5 {
 		busy.Acquire()
 	}
@@ -107,7 +107,7 @@ func TestPickBalancesByInFlight(t *testing.T) {
 		picked[s.Pick(nil).Addr]++
 	}
 	if picked[busy.Addr] != 0 {
-		t.Errorf("the busiest endpoint was picked %d times of 3000: %v", picked[busy.Addr], picked)
+		t.Errorf("the busiest server was picked %d times of 3000: %v", picked[busy.Addr], picked)
 	}
 	for range 5 {
 		busy.Release()
@@ -119,21 +119,21 @@ func TestPickBalancesByInFlight(t *testing.T) {
 	for range 3000 {
 		picked[s.Pick(nil).Addr]++
 	}
-	for _, e := range eps {
-		if n := picked[e.Addr]; n < 800 || n > 1200 {
-			t.Errorf("%s picked %d times of 3000 with nothing in flight: %v", e.Addr, n, picked)
+	for _, sv := range servers {
+		if n := picked[sv.Addr]; n < 800 || n > 1200 {
+			t.Errorf("%s picked %d times of 3000 with nothing in flight: %v", sv.Addr, n, picked)
 		}
 	}
 }
 
-// An endpoint that refused a connection is set aside for EjectFor, then
-// picked again; endpoints already tried for a request are not picked for
-// it; when every endpoint is set aside one is tried anyway; when every
+// A server that refused a connection is set aside for EjectFor, then
+// picked again; servers already tried for a request are not picked for
+// it; when every server is set aside one is tried anyway; when every
 // one has been tried there is none.
 func TestPickSetsAsideAndRetries(t *testing.T) {
 	ev := &events{}
 	s := NewStatic(mustURLs(t, "http://a:1", "http://b:1"), Options{MaxLabels: 8, EjectFor: 200 * time.Millisecond, Events: ev})
-	a, b := s.Endpoints()[0], s.Endpoints()[1]
+	a, b := s.Servers()[0], s.Servers()[1]
 	s.Refused(a)
 	if !slices.Equal(ev.ejected, []string{a.Addr}) {
 		t.Errorf("ejections told %v, want [%s]", ev.ejected, a.Addr)
@@ -143,14 +143,14 @@ func TestPickSetsAsideAndRetries(t *testing.T) {
 			t.Fatalf("picked %s while %s is set aside", got.Addr, a.Addr)
 		}
 	}
-	if got := s.Pick([]*Endpoint{b}); got != a {
-		t.Errorf("with %s tried, picked %v: want the endpoint set aside rather than none", b.Addr, got)
+	if got := s.Pick([]*Server{b}); got != a {
+		t.Errorf("with %s tried, picked %v: want the server set aside rather than none", b.Addr, got)
 	}
-	if got := s.Pick([]*Endpoint{a, b}); got != nil {
-		t.Errorf("with every endpoint tried, picked %s", got.Addr)
+	if got := s.Pick([]*Server{a, b}); got != nil {
+		t.Errorf("with every server tried, picked %s", got.Addr)
 	}
 	time.Sleep(250 * time.Millisecond)
-	seen := map[*Endpoint]bool{}
+	seen := map[*Server]bool{}
 	for range 200 {
 		seen[s.Pick(nil)] = true
 	}
@@ -160,7 +160,7 @@ func TestPickSetsAsideAndRetries(t *testing.T) {
 }
 
 // A name: every address it resolves to, with the URL's port; followed as
-// its addresses change (an endpoint that stays keeps its count of
+// its addresses change (a server that stays keeps its count of
 // requests in flight), kept as it was when it resolves to nothing.
 func TestResolvedFollowsTheName(t *testing.T) {
 	d := testdns.Start(t, "llm.test.", "127.0.0.2", "127.0.0.3")
@@ -176,23 +176,23 @@ func TestResolvedFollowsTheName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := addrs(s.Endpoints()), []string{"127.0.0.2:8000", "127.0.0.3:8000"}; !slices.Equal(got, want) {
-		t.Fatalf("endpoints %v, want %v", got, want)
+	if got, want := addrs(s.Servers()), []string{"127.0.0.2:8000", "127.0.0.3:8000"}; !slices.Equal(got, want) {
+		t.Fatalf("servers %v, want %v", got, want)
 	}
-	for _, e := range s.Endpoints() {
-		if e.Host != "" || e.Label != e.Addr {
-			t.Errorf("%s: Host %q (want the URL's, \"\"), label %q", e.Addr, e.Host, e.Label)
+	for _, sv := range s.Servers() {
+		if sv.Host != "" || sv.Label != sv.Addr {
+			t.Errorf("%s: Host %q (want the URL's, \"\"), label %q", sv.Addr, sv.Host, sv.Label)
 		}
 	}
-	kept := s.Endpoints()[1]
+	kept := s.Servers()[1]
 	kept.Acquire()
 
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
 	d.Set("127.0.0.3", "127.0.0.4")
-	waitFor(t, func() bool { return slices.Equal(addrs(s.Endpoints()), []string{"127.0.0.3:8000", "127.0.0.4:8000"}) })
-	if s.Endpoints()[0] != kept || kept.InFlight() != 1 {
-		t.Errorf("the endpoint that stayed was replaced or lost its count (%d in flight)", kept.InFlight())
+	waitFor(t, func() bool { return slices.Equal(addrs(s.Servers()), []string{"127.0.0.3:8000", "127.0.0.4:8000"}) })
+	if s.Servers()[0] != kept || kept.InFlight() != 1 {
+		t.Errorf("the server that stayed was replaced or lost its count (%d in flight)", kept.InFlight())
 	}
 	ev.mu.Lock()
 	if !slices.ContainsFunc(ev.removed, func(r []string) bool { return slices.Equal(r, []string{"127.0.0.2:8000"}) }) {
@@ -202,7 +202,7 @@ func TestResolvedFollowsTheName(t *testing.T) {
 
 	d.Set()
 	waitFor(t, func() bool { ev.mu.Lock(); defer ev.mu.Unlock(); return len(ev.failed) > 0 })
-	if got := addrs(s.Endpoints()); len(got) != 2 {
+	if got := addrs(s.Servers()); len(got) != 2 {
 		t.Errorf("a name resolving to nothing changed the set to %v", got)
 	}
 	cancel()
