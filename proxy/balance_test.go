@@ -87,7 +87,7 @@ func TestRefusedServerRetriedElsewhere(t *testing.T) {
 	// As the command's events tell the metrics the set.
 	var labels []string
 	for _, sv := range set.Servers() {
-		labels = append(labels, sv.Label)
+		labels = append(labels, sv.Label())
 	}
 	h.rec.UpstreamsChanged(labels, nil)
 	const n = 8

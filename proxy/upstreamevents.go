@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/http"
 	"sync"
 	"time"
 
@@ -13,14 +14,23 @@ import (
 // UpstreamEvents records what happens to the upstream's servers on m and
 // in log: the set (and the series of the servers that left it), the
 // resolutions that failed (logged once per outage: the first, then the
-// one that succeeds again), and the servers set aside.
-func UpstreamEvents(m *metrics.Metrics, log *zap.Logger) upstream.Events {
-	return &upstreamEvents{m: m, log: log}
+// one that succeeds again), and the servers set aside. The idle
+// connections of rt (the proxy's transport, when it can close one
+// server's: transport.Lean) to a server that leaves the set are closed
+// then: a pod taken out of a Service, or scaled away, keeps no socket.
+func UpstreamEvents(m *metrics.Metrics, log *zap.Logger, rt http.RoundTripper) upstream.Events {
+	u := &upstreamEvents{m: m, log: log}
+	u.idle, _ = rt.(idleCloser)
+	return u
 }
 
+// idleCloser closes the idle connections to one server.
+type idleCloser interface{ CloseIdleConnectionsTo(addr string) }
+
 type upstreamEvents struct {
-	m   *metrics.Metrics
-	log *zap.Logger
+	m    *metrics.Metrics
+	log  *zap.Logger
+	idle idleCloser // nil: none to close
 
 	mu      sync.Mutex
 	failing bool // the last resolution failed
@@ -28,6 +38,11 @@ type upstreamEvents struct {
 
 func (u *upstreamEvents) Resolved(servers, removed []*upstream.Server) {
 	u.m.UpstreamsChanged(labelsOf(servers), labelsOf(removed))
+	if u.idle != nil {
+		for _, sv := range removed {
+			u.idle.CloseIdleConnectionsTo(sv.Addr)
+		}
+	}
 	u.mu.Lock()
 	recovered := u.failing
 	u.failing = false
@@ -49,14 +64,14 @@ func (u *upstreamEvents) ResolveFailed(err error) {
 }
 
 func (u *upstreamEvents) Ejected(sv *upstream.Server, d time.Duration) {
-	u.m.UpstreamEjected(sv.Label)
+	u.m.UpstreamEjected(sv.Label())
 	u.log.Warn("an upstream server refused a connection: set aside", zap.String("upstream", sv.Addr), zap.Duration("for", d))
 }
 
 func labelsOf(servers []*upstream.Server) []string {
 	out := make([]string, 0, len(servers))
 	for _, sv := range servers {
-		out = append(out, sv.Label)
+		out = append(out, sv.Label())
 	}
 	return out
 }

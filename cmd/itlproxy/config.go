@@ -21,7 +21,8 @@ import (
 // test fails when the two differ).
 type config struct {
 	UpstreamURL             string        `env:"ITLPROXY_UPSTREAM_URL" help:"URL of the LLM server: http or https, with an optional base path (http://127.0.0.1:8000, https://api.example.com/openai); or a comma-separated list of such URLs of one scheme and base path, balanced over by streams in flight, each stream counted on the one that served it. Required, except in demo mode."`
-	UpstreamResolve         string        `env:"ITLPROXY_UPSTREAM_RESOLVE" help:"dns: resolve the host of ITLPROXY_UPSTREAM_URL again every ITLPROXY_UPSTREAM_RESOLVE_INTERVAL and balance over every address it returns (A and AAAA records: a Kubernetes headless Service's ready pods), each stream counted on the one that served it. Unset: the URL as it is."`
+	UpstreamResolve         string        `env:"ITLPROXY_UPSTREAM_RESOLVE" help:"dns: resolve the host of ITLPROXY_UPSTREAM_URL again every ITLPROXY_UPSTREAM_RESOLVE_INTERVAL and balance over every address it returns of one family (ITLPROXY_UPSTREAM_DNS_LOOKUP_FAMILY: a Kubernetes headless Service's ready pods), each stream counted on the one that served it. Unset: the URL as it is."`
+	UpstreamDNSLookupFamily string        `env:"ITLPROXY_UPSTREAM_DNS_LOOKUP_FAMILY" envDefault:"v4_preferred" help:"Which addresses of the name ITLPROXY_UPSTREAM_RESOLVE=dns balances over, as Envoy's DNS lookup family: v4_preferred (the A records, else the AAAA ones), auto (the AAAA records, else the A ones), v4_only, v6_only, or all (both: a dual-stack Service's pods counted twice)."`
 	UpstreamResolveInterval time.Duration `env:"ITLPROXY_UPSTREAM_RESOLVE_INTERVAL" envDefault:"5s" help:"How often ITLPROXY_UPSTREAM_RESOLVE=dns resolves the name again; a resolution that fails keeps the addresses as they were."`
 	UpstreamResolver        string        `env:"ITLPROXY_UPSTREAM_RESOLVER" help:"host:port of the DNS server that resolves the upstream's name with ITLPROXY_UPSTREAM_RESOLVE=dns, instead of the system's (/etc/resolv.conf)."`
 	UpstreamMaxEndpoints    int           `env:"ITLPROXY_UPSTREAM_MAX_ENDPOINTS" envDefault:"64" help:"Most upstream label values at once, when balancing over several endpoints; past it, endpoints are labelled _other (they still take streams)."`
@@ -204,6 +205,7 @@ Usage:
   itlproxy           proxy to ITLPROXY_UPSTREAM_URL
   itlproxy demo      run a simulated upstream, the proxy and a small load, and
                      print a live table (no LLM server needed)
+  itlproxy demo -h   print the demo's help: its models, objectives and settings
   itlproxy version   print the version
   itlproxy -h        print this help
 

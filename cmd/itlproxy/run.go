@@ -37,11 +37,13 @@ var (
 	revision = ""
 )
 
-// usageError is a command line that names no known command.
-type usageError struct{ arg string }
+// usageError is a command line that names no known command, or a known
+// command with an argument it does not take; help is the command line
+// that says what it takes.
+type usageError struct{ arg, help string }
 
 func (e *usageError) Error() string {
-	return fmt.Sprintf("unknown argument %q; run 'itlproxy -h' for usage", e.arg)
+	return fmt.Sprintf("unknown argument %q; run '%s' for usage", e.arg, e.help)
 }
 
 // run is the whole program: main only adds signals, the environment and
@@ -53,14 +55,21 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	case len(args) == 0:
 	case len(args) == 1 && args[0] == "demo":
 		demoMode = true
-	case len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help"):
+	case len(args) == 1 && isHelp(args[0]):
 		_, err := io.WriteString(stdout, usage())
+		return err
+	case len(args) == 2 && args[0] == "demo" && isHelp(args[1]):
+		_, err := io.WriteString(stdout, demoUsage())
 		return err
 	case len(args) == 1 && args[0] == "version":
 		_, err := fmt.Fprintf(stdout, "itlproxy %s (revision %s, %s)\n", version, buildRevision(), runtime.Version())
 		return err
+	case args[0] == "demo":
+		return &usageError{arg: args[1], help: "itlproxy demo -h"}
+	case args[0] == "version":
+		return &usageError{arg: args[1], help: "itlproxy -h"}
 	default:
-		return &usageError{arg: args[0]}
+		return &usageError{arg: args[0], help: "itlproxy -h"}
 	}
 	cfg, err := loadConfig(environ, demoMode)
 	if err != nil {
@@ -91,6 +100,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		Version:          version,
 		Revision:         buildRevision(),
 		GoVersion:        runtime.Version(),
+		GenAI:            pushesMetrics(cfg.Config),
 	})
 	if err != nil {
 		return err
@@ -116,6 +126,9 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	}
 	return srv.run(ctx, nil)
 }
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "help" }
 
 func buildRevision() string {
 	if revision != "" {
@@ -190,7 +203,8 @@ func (s *server) warnAtStart() {
 // are up (demo mode starts its load then).
 func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.Addr) func()) error {
 	urls := s.cfg.upstreamURLs() // validated already
-	servers, err := s.cfg.servers(ctx, s.rec, proxy.UpstreamEvents(s.rec, s.log.Named("upstream")))
+	rt := transport.NewLean(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS)
+	servers, err := s.cfg.servers(ctx, s.rec, proxy.UpstreamEvents(s.rec, s.log.Named("upstream"), rt))
 	if err != nil {
 		return err
 	}
@@ -198,7 +212,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		go servers.Run(ctx)
 	}
 	s.warnAtStart()
-	p := s.newProxy(urls[0], servers)
+	p := s.newProxy(urls[0], servers, rt)
 	stopBeside, err := s.startBeside(urls[0])
 	if err != nil {
 		return err
@@ -268,12 +282,19 @@ func (s *server) startBeside(upstream *url.URL) (stop func(), err error) {
 	return func() { stopReload(); stopPush() }, nil
 }
 
+// pushesMetrics reports whether the configuration pushes the metrics over
+// OTLP, and so the GenAI conventions' metrics derived from them.
+func pushesMetrics(cfg telemetry.Config) bool {
+	endpoint, _ := cfg.MetricsEndpoint()
+	return endpoint != ""
+}
+
 // pushMetrics starts pushing the registry's metrics over OTLP when the
 // configuration asks for it, and returns what makes the last push and
 // stops them.
 func (s *server) pushMetrics(upstream *url.URL) (stop func(), err error) {
 	m, err := telemetry.StartMetrics(s.cfg.Config, telemetry.MetricsOptions{
-		Gatherer: s.reg, Registerer: s.reg, Version: version, Log: s.log,
+		Gatherer: s.reg, GenAISource: s.rec.GenAIGatherer(), Registerer: s.reg, Version: version, Log: s.log,
 		GenAI: telemetry.GenAI{ServerAddress: upstream.Hostname(), ServerPort: proxy.UpstreamPort(upstream), Provider: s.cfg.GenAIProvider},
 	})
 	if err != nil {
@@ -318,12 +339,13 @@ func (s *server) proxyServer(p http.Handler, errLog *log.Logger) *http.Server {
 	}
 }
 
-// newProxy returns the proxy to upstream, as the configuration says.
-func (s *server) newProxy(u *url.URL, servers *upstream.Set) *proxy.Proxy {
+// newProxy returns the proxy to upstream over rt, as the configuration
+// says.
+func (s *server) newProxy(u *url.URL, servers *upstream.Set, rt http.RoundTripper) *proxy.Proxy {
 	return proxy.New(proxy.Config{
 		Upstream:          u,
 		Servers:           servers,
-		Transport:         transport.NewLean(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
+		Transport:         rt,
 		MaxRequestBytes:   int64(s.cfg.MaxRequestBytes),
 		MaxEventBytes:     int(s.cfg.MaxEventBytes),
 		StreamIdleTimeout: s.cfg.StreamIdleTimeout,

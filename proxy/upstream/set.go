@@ -24,12 +24,10 @@ type Server struct {
 	// Host header they carry ("": the upstream URL's, for servers
 	// resolved from its name).
 	Addr, Host string
-	// Label is its value of the upstream label: Addr, or LabelOther past
-	// the cap.
-	Label string
 
-	inFlight     atomic.Int64 // requests sent to it and not yet ended
-	ejectedUntil atomic.Int64 // monotonic nanoseconds (sinceStart); 0: not set aside
+	label        atomic.Pointer[string] // Label's
+	inFlight     atomic.Int64           // requests sent to it and not yet ended
+	ejectedUntil atomic.Int64           // monotonic nanoseconds (sinceStart); 0: not set aside
 }
 
 // processStart is the origin of the monotonic clock of the servers' time
@@ -37,6 +35,16 @@ type Server struct {
 var processStart = time.Now()
 
 func sinceStart(t time.Time) int64 { return int64(t.Sub(processStart)) }
+
+// Label is its value of the upstream label: Addr, or LabelOther while it
+// is past the cap (a server that came when every label was taken takes
+// its own once one frees).
+func (sv *Server) Label() string {
+	if p := sv.label.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // Acquire counts a request sent to sv, until Release.
 func (sv *Server) Acquire() { sv.inFlight.Add(1) }
@@ -85,6 +93,7 @@ type Set struct {
 
 	mu     sync.Mutex // held to change the set
 	labels map[string]bool
+	family Family
 }
 
 // Options configure a Set.
@@ -95,6 +104,9 @@ type Options struct {
 	// EjectFor is how long a server that refused a connection is set
 	// aside before it is tried again.
 	EjectFor time.Duration
+	// Family is the address families of a resolved name balanced over;
+	// "" is FamilyV4Preferred.
+	Family Family
 	// Events hears what happens to the set; nil: nothing does.
 	Events Events
 }
@@ -112,7 +124,7 @@ func NewStatic(urls []*url.URL, o Options) *Set {
 }
 
 // NewResolved returns the set of every address the host of u resolves to
-// (A and AAAA records), with u's port, resolved now and again every
+// (its A or AAAA records, as o.Family says), with u's port, resolved now and again every
 // interval by Run; requests keep u's host as their Host header. It fails
 // when the name resolves to nothing.
 func NewResolved(ctx context.Context, u *url.URL, resolver *net.Resolver, interval time.Duration, o Options) (*Set, error) {
@@ -131,7 +143,7 @@ func newSet(o Options) *Set {
 	if o.Events == nil {
 		o.Events = noEvents{}
 	}
-	return &Set{events: o.Events, maxLabels: max(o.MaxLabels, 1), ejectFor: o.EjectFor, labels: map[string]bool{}}
+	return &Set{events: o.Events, maxLabels: max(o.MaxLabels, 1), ejectFor: o.EjectFor, labels: map[string]bool{}, family: o.Family}
 }
 
 // ErrNoAddresses is a name that resolves to no address.
@@ -145,6 +157,7 @@ func (s *Set) resolve(ctx context.Context) ([]*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	ips = s.family.of(ips)
 	if len(ips) == 0 {
 		return nil, ErrNoAddresses
 	}
@@ -207,18 +220,24 @@ func (s *Set) update(servers []*Server) {
 	var removed []*Server
 	for _, sv := range old {
 		removed = append(removed, sv)
-		if sv.Label != LabelOther {
-			delete(s.labels, sv.Label)
+		if l := sv.Label(); l != LabelOther {
+			delete(s.labels, l)
 		}
 	}
+	// A label of its own to each new server, and to one past the cap
+	// before, while the cap allows: the labels of the servers that left
+	// are free again.
 	for _, sv := range next {
-		if sv.Label != "" {
+		if l := sv.Label(); l != "" && l != LabelOther {
 			continue
 		}
-		sv.Label = LabelOther
+		label := LabelOther
 		if len(s.labels) < s.maxLabels {
-			sv.Label = sv.Addr
+			label = sv.Addr
 			s.labels[sv.Addr] = true
+		}
+		if label != sv.Label() {
+			sv.label.Store(&label)
 		}
 	}
 	slices.SortFunc(next, func(a, b *Server) int { return strings.Compare(a.Addr, b.Addr) })
