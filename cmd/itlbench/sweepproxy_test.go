@@ -29,13 +29,16 @@ func TestSweepThroughItlproxy(t *testing.T) {
 	proxy := e2e.Start(t, map[string]string{"ITLPROXY_UPSTREAM_URL": base, "ITLPROXY_SLO_ITL": "126ms"})
 	prom := e2e.StartPrometheus(t, proxy.Admin, filepath.Join("..", "..", "deploy", "prometheus", "rules.yaml"))
 	url := "http://" + proxy.Proxy + "/v1"
-	// A first request makes the proxy's families, which Prometheus then
-	// scrapes before the sweep: its gaps are not the sweep's.
-	if _, out, err := benchJSON(t, context.Background(), "-url", url, "-requests", "1"); err != nil {
+	// A first round at the highest level makes the series of every load
+	// band up to it (a band's series appear when the load first reaches
+	// it), and Prometheus scrapes them before the sweep: a series that
+	// appears with its first observations loses them to rate(), which
+	// the sweep's own two scrapes would count. These gaps are neither's.
+	if _, out, err := benchJSON(t, context.Background(), "-url", url, "-c", "16", "-requests", "16", "-max-tokens", "2"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	e2e.WaitFor(t, "Prometheus to scrape the first request", 20*time.Second, func() bool {
-		return len(prom.Query(`itlproxy_inter_token_latency_by_load_seconds_count{model="law",load="1"} > 0`)) > 0
+	e2e.WaitFor(t, "Prometheus to scrape the first round", 20*time.Second, func() bool {
+		return len(prom.Query(`itlproxy_inter_token_latency_by_load_seconds_count{model="law",load="9-16"} > 0`)) > 0
 	})
 
 	page := filepath.Join(t.TempDir(), "sweep.html")
