@@ -32,14 +32,18 @@ func TestSweepThroughItlproxy(t *testing.T) {
 	// A first round at the highest level makes the series of every load
 	// band up to it (a band's series appear when the load first reaches
 	// it), and Prometheus scrapes them before the sweep: a series that
-	// appears with its first observations loses them to rate(), which
-	// the sweep's own two scrapes would count. These gaps are neither's.
-	if _, out, err := benchJSON(t, context.Background(), "-url", url, "-c", "16", "-requests", "16", "-max-tokens", "2"); err != nil {
+	// appears with its first observations loses them to rate(), which the
+	// sweep's own two scrapes would count. Its streams have one token
+	// each: no gap, which would be in the bands before Prometheus's first
+	// sample of them or after it. Their connections are opened first
+	// (-warmup), so that they arrive together.
+	if _, out, err := benchJSON(t, context.Background(), "-url", url, "-c", "16", "-warmup", "16", "-requests", "16", "-max-tokens", "1"); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	e2e.WaitFor(t, "Prometheus to scrape the first round", 20*time.Second, func() bool {
-		return len(prom.Query(`itlproxy_inter_token_latency_by_load_seconds_count{model="law",load="9-16"} > 0`)) > 0
-	})
+	scrapedAfter(t, prom, time.Now())
+	if got := prom.Query(`itlproxy_inter_token_latency_by_load_seconds_count{model="law",load="9-16"} == 0`); len(got) != 1 {
+		t.Fatalf("after the first round, Prometheus has %v of band 9-16's gaps; want its series, without a gap", got)
+	}
 
 	page := filepath.Join(t.TempDir(), "sweep.html")
 	var stdout, stderr bytes.Buffer
@@ -79,14 +83,7 @@ func TestSweepThroughItlproxy(t *testing.T) {
 	}
 
 	// The rule, evaluated after a scrape taken once the sweep had ended.
-	var scraped float64
-	e2e.WaitFor(t, "a scrape after the sweep", 20*time.Second, func() bool {
-		s := prom.Query(`timestamp(up{job="itlproxy"})`)
-		if len(s) == 1 {
-			scraped, _ = strconv.ParseFloat(s[0].Value[1].(string), 64)
-		}
-		return scraped > float64(ended.UnixMilli())/1e3
-	})
+	scraped := scrapedAfter(t, prom, ended)
 	e2e.WaitFor(t, "the capacity rule to run after that scrape", 20*time.Second, func() bool {
 		for _, r := range prom.Rules() {
 			if r.Name == "model:itlproxy_capacity_streams:1h" && float64(r.LastEvaluation.UnixMilli())/1e3 > scraped {
@@ -114,4 +111,19 @@ func TestSweepThroughItlproxy(t *testing.T) {
 		!bytes.Contains(html, []byte(">itlproxy 4 (law)<")) {
 		t.Error("the page lacks the proxy's view of the levels, its capacity, or its mark on the charts")
 	}
+}
+
+// scrapedAfter waits for Prometheus to scrape the proxy after t, and
+// returns the time of that scrape, in Unix seconds.
+func scrapedAfter(tb *testing.T, prom *e2e.Prometheus, t time.Time) float64 {
+	tb.Helper()
+	var scraped float64
+	e2e.WaitFor(tb, "a scrape after "+t.Format(time.StampMilli), 20*time.Second, func() bool {
+		s := prom.Query(`timestamp(up{job="itlproxy"})`)
+		if len(s) == 1 {
+			scraped, _ = strconv.ParseFloat(s[0].Value[1].(string), 64)
+		}
+		return scraped > float64(t.UnixMilli())/1e3
+	})
+	return scraped
 }
