@@ -220,7 +220,8 @@ func TestSweepFindsTheLawsCapacity(t *testing.T) {
 		}
 		meets := law <= objective
 		if l.Met != meets || !meets && !slices.Equal(l.Missed, []string{missedITL}) {
-			t.Errorf("%d streams: met %v, missed %v; the law says met %v", n, l.Met, l.Missed, meets)
+			t.Errorf("%d streams: met %v, missed %v; the law says met %v (the server's own p99 gap was %v: a busy machine can make it miss its law)",
+				n, l.Met, l.Missed, meets, written)
 		}
 		if g := a.Goodput; g == nil || g.Judged != a.Requests.Sent || meets && g.Ratio < 0.95 || !meets && g.Ratio > 0.05 {
 			t.Errorf("%d streams: goodput %+v; want every request judged, and all good (or none) as the law meets the objective (or not)", n, g)
