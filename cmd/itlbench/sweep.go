@@ -45,9 +45,9 @@ type objectivesJSON struct {
 // levelJSON is one level done: a load run's report of its measured
 // requests (concurrency, total, per model, ...), and its verdict. Its
 // elapsed_seconds, over which its rates are, is the time its requests
-// took per stream (level.perStream); its duration_seconds the window. With -compare-metrics, its compare is of
-// every request of the level, settle and fill included, as the proxy
-// cannot tell them apart.
+// took per stream (level.perStream); its duration_seconds the window.
+// With -compare-metrics, its compare is of every request of the level,
+// settle, fill and drain included, as the proxy cannot tell them apart.
 type levelJSON struct {
 	report
 	// Met: the level met every objective; Missed: what it missed (ttft,

@@ -64,7 +64,7 @@ that met every objective each: succeeded with tokens, TTFT within -slo-ttft,
 and a mean gap within -slo-itl (a request's ITL as vLLM's and AIPerf's
 goodput judge it); requests the sweep canceled are not judged.
 
-With -compare-metrics, each level's requests (its settle and fill included:
+With -compare-metrics, each level's requests (settle, fill and drain included:
 the proxy cannot tell them apart) are compared with what itlproxy measured
 of them, and, at the end, itlproxy's own capacity estimate for each model
 (model:itlproxy_capacity_streams, computed as the rule computes it, over the

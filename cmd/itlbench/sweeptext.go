@@ -114,7 +114,7 @@ func (l levelJSON) verdictText() string {
 
 // writeProxyLevels writes each level beside what itlproxy measured of it.
 func (r *sweepReport) writeProxyLevels(w io.Writer) error {
-	fmt.Fprintf(w, "\nitlproxy's view (%s) of each level's every request, its settle and fill included\n"+
+	fmt.Fprintf(w, "\nitlproxy's view (%s) of each level's every request, its settle, fill and drain included\n"+
 		"(client*: the client's samples in the proxy's buckets, interpolated as histogram_quantile does):\n", r.MetricsURL)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "streams\tTTFTs\tproxy\tTTFT p99 client*\tproxy\tITL p50 client*\tproxy\tITL p99 client*\tproxy\tproxy−client\t")
