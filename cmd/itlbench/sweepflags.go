@@ -62,7 +62,7 @@ capacity rule counts a band); it is bound by what the level above it
 missed: ttft, itl or errors. Goodput is the share of a level's requests
 that met every objective each: succeeded with tokens, TTFT within -slo-ttft,
 and a mean gap within -slo-itl (a request's ITL as vLLM's and AIPerf's
-goodput judge it); requests the sweep canceled are not judged.
+goodput judge it).
 
 With -compare-metrics, each level's requests (settle, fill and drain included:
 the proxy cannot tell them apart) are compared with what itlproxy measured
