@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/itlproxy/itlproxy/cmd/internal/envconfig"
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
@@ -102,7 +103,7 @@ func (c config) endpoints(ctx context.Context, rec *metrics.Metrics, events upst
 	set, err := upstream.NewResolved(ctx, urls[0], c.resolver(), c.UpstreamResolveInterval, o)
 	if err != nil {
 		return nil, &configError{problems: []string{fmt.Sprintf("ITLPROXY_UPSTREAM_URL=%q with ITLPROXY_UPSTREAM_RESOLVE=dns: %v",
-			redactURL(c.UpstreamURL), err)}}
+			envconfig.ShowURL(c.UpstreamURL), err)}}
 	}
 	return set, nil
 }

@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"net/url"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +20,7 @@ type countedMetricExporter struct {
 	sdkmetric.Exporter
 	failed   prometheus.Counter
 	log      *zap.Logger
-	endpoint string // redacted, for the log
+	endpoint string // as the log shows it (envconfig.ShowURL)
 
 	mu     sync.Mutex
 	outage int // exports failed since the last that succeeded
@@ -45,12 +44,4 @@ func (e *countedMetricExporter) Export(ctx context.Context, rm *metricdata.Resou
 		e.outage = 0
 	}
 	return nil
-}
-
-// redact hides a password in a URL, for the log.
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return "(unparsable URL)"
 }

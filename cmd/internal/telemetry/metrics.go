@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/zap"
+
+	"github.com/itlproxy/itlproxy/cmd/internal/envconfig"
 )
 
 // Metrics is the push of the registry's metrics over OTLP; a zero Metrics
@@ -67,7 +69,7 @@ func StartMetrics(cfg Config, opts MetricsOptions) (Metrics, error) {
 	}
 	handleErrors(opts.Log)
 	reader := sdkmetric.NewPeriodicReader(
-		&countedMetricExporter{Exporter: exp, failed: failed, log: opts.Log, endpoint: redact(endpoint)},
+		&countedMetricExporter{Exporter: exp, failed: failed, log: opts.Log, endpoint: envconfig.ShowURL(endpoint)},
 		sdkmetric.WithInterval(cfg.MetricExportInterval()),
 		sdkmetric.WithTimeout(timeout),
 		sdkmetric.WithProducer(newRegistryProducer(opts.Gatherer, cfg.Temporality(), opts.GenAI, opts.Version)))
