@@ -86,11 +86,15 @@ type Proxy struct {
 	// bounds the warnings of those that come back (loop.go).
 	pseudonym string
 	loopLog   logLimit
+	// poolLog bounds the warnings of requests the balancer could send
+	// nowhere (errors.go).
+	poolLog logLimit
 }
 
 // New returns a proxy to cfg.Upstream that records in m and logs to log.
 func New(cfg Config, m *metrics.Metrics, log *zap.Logger) *Proxy {
-	p := &Proxy{cfg: cfg, metrics: m, log: log, pseudonym: newPseudonym(), loopLog: logLimit{every: loopLogEvery}}
+	p := &Proxy{cfg: cfg, metrics: m, log: log, pseudonym: newPseudonym(),
+		loopLog: logLimit{every: loopLogEvery}, poolLog: logLimit{every: poolLogEvery}}
 	if cfg.ClassHeader != "" {
 		p.classKey = http.CanonicalHeaderKey(cfg.ClassHeader)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -383,7 +384,7 @@ func TestNoURLSecretsInOutputs(t *testing.T) {
 	}
 	all := outputs.String()
 	for _, must := range []string{`"msg":"request"`, "upstream unreachable", "refused a connection", "OTLP metric export failed",
-		"OpenTelemetry export failed", "with ITLPROXY_UPSTREAM_RESOLVE=dns: lookup llm.test", "a mixed list", "scheme must be http or https",
+		"OpenTelemetry export failed", "with ITLPROXY_UPSTREAM_RESOLVE=dns: the name resolves to no address", "a mixed list", "scheme must be http or https",
 		"not a host:port address", "not an http or https URL", "itlproxy_requests_total"} {
 		if !strings.Contains(all, must) {
 			t.Errorf("the outputs lack %q, which this test must search", must)
@@ -393,5 +394,116 @@ func TestNoURLSecretsInOutputs(t *testing.T) {
 		if strings.Contains(strings.ToUpper(line), "PLANTED") { // a scheme is read in lower case
 			t.Errorf("a planted secret: %s", line)
 		}
+	}
+}
+
+// TestRefusingPool: with 400 upstream URLs where nothing listens, each of
+// 20 requests is answered a 5xx within 0.2 s (three endpoints tried, not
+// 400), every refusal is counted, and the whole log holds at most 40
+// lines.
+func TestRefusingPool(t *testing.T) {
+	seen := map[string]bool{}
+	var urls []string
+	for len(urls) < 400 {
+		if addr := e2e.FreeAddr(t); !seen[addr] {
+			seen[addr] = true
+			urls = append(urls, "http://"+addr)
+		}
+	}
+	p := e2e.Start(t, map[string]string{"ITLPROXY_UPSTREAM_URL": strings.Join(urls, ",")})
+	const n = 20
+	for range n {
+		start := time.Now()
+		resp, err := http.Post("http://"+p.Proxy+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if took := time.Since(start); resp.StatusCode/100 != 5 || took > 200*time.Millisecond {
+			t.Errorf("%d after %v: %s; want a 5xx within 0.2s", resp.StatusCode, took, body)
+		}
+	}
+	fs := scrapeAdmin(t, p.Admin)
+	if v := fs.Value("itlproxy_upstream_ejections_total"); v != n*3 {
+		t.Errorf("%v refusals counted, want %d: three endpoints tried for each request", v, n*3)
+	}
+	if v := fs.Value("itlproxy_requests_total", "code", "502"); v != n {
+		t.Errorf("%v requests counted with a 502, want %d", v, n)
+	}
+	lines := strings.Count(p.Log(), "\n")
+	t.Logf("%d log lines for %d requests to 400 refusing endpoints", lines, n)
+	if lines > 40 {
+		t.Errorf("%d log lines, over 40:\n%s", lines, p.Log())
+	}
+}
+
+// TestGatewayAnswers: in front of a name whose answer holds the proxy's
+// own address beside a model server's, the proxy leaves its own out (said
+// once in the log, however many answers hold it) and sends every request
+// to the server; when the name resolves to nothing, each request is
+// answered 503 at once, and served again once it resolves again.
+func TestGatewayAnswers(t *testing.T) {
+	ips := []string{"127.0.0.1", "127.0.0.2"}
+	port := freePortOn(t, ips...)
+	pod := startPod(t, ips[1], port, time.Millisecond)
+	dnsServer := testdns.Start(t, "llm.test.", ips...)
+	p := e2e.Start(t, map[string]string{
+		"ITLPROXY_LISTEN_ADDR":               net.JoinHostPort(ips[0], fmt.Sprint(port)),
+		"ITLPROXY_UPSTREAM_URL":              fmt.Sprintf("http://llm.test:%d", port),
+		"ITLPROXY_UPSTREAM_RESOLVE":          "dns",
+		"ITLPROXY_UPSTREAM_RESOLVER":         dnsServer.Addr,
+		"ITLPROXY_UPSTREAM_RESOLVE_INTERVAL": "50ms",
+	})
+	send := func() (int, time.Duration) {
+		start := time.Now()
+		resp, err := http.Post("http://"+p.Proxy+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, time.Since(start)
+	}
+	const n = 20
+	for i := range n {
+		if code, _ := send(); code != http.StatusOK {
+			t.Fatalf("request %d: %d", i, code)
+		}
+		time.Sleep(10 * time.Millisecond) // answers come and go meanwhile
+	}
+	if got := pod.served.Load(); got != n {
+		t.Errorf("the model server served %d of %d requests", got, n)
+	}
+	if got := strings.Count(p.Log(), "holds the proxy's own addresses"); got != 1 {
+		t.Errorf("the proxy's own address in the answers told %d times, want once:\n%s", got, p.Log())
+	}
+	if got := strings.Count(p.Log(), "came back to this proxy"); got != 0 {
+		t.Errorf("requests came back to the proxy: %d warnings", got)
+	}
+
+	dnsServer.Set()
+	e2e.WaitFor(t, "no endpoint left", 5*time.Second, func() bool {
+		return scrapeAdmin(t, p.Admin).Value("itlproxy_upstream_endpoints") == 0
+	})
+	for range 5 {
+		if code, took := send(); code != http.StatusServiceUnavailable || took > 200*time.Millisecond {
+			t.Errorf("with no endpoint: %d after %v, want 503 within 0.2s", code, took)
+		}
+	}
+	dnsServer.Set(ips...)
+	e2e.WaitFor(t, "the model server back", 5*time.Second, func() bool {
+		return scrapeAdmin(t, p.Admin).Value("itlproxy_upstream_endpoints") == 1
+	})
+	if code, _ := send(); code != http.StatusOK {
+		t.Errorf("once the name resolves again: %d", code)
+	}
+	if got := strings.Count(p.Log(), "resolves to no address"); got != 1 {
+		t.Errorf("the outage told %d times, want once", got)
+	}
+	if got := strings.Count(p.Log(), "holds the proxy's own addresses"); got != 2 {
+		t.Errorf("the proxy's own address told %d times in all, want twice: before the outage and after", got)
 	}
 }

@@ -189,9 +189,17 @@ func (s *server) warnAtStart() {
 // when not nil, is called with the bound addresses once both listeners
 // are up (demo mode starts its load then).
 func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.Addr) func()) error {
-	urls := s.cfg.upstreamURLs() // validated already
-	endpoints, err := s.cfg.endpoints(ctx, s.rec, proxy.UpstreamEvents(s.rec, s.log.Named("upstream")))
+	// The listeners first: their addresses are never the upstream's
+	// endpoints.
+	proxyLn, adminLn, err := s.listen()
 	if err != nil {
+		return err
+	}
+	closeListeners := func() { proxyLn.Close(); adminLn.Close() }
+	urls := s.cfg.upstreamURLs() // validated already
+	endpoints, err := s.cfg.endpoints(ctx, proxy.UpstreamEvents(s.rec, s.log.Named("upstream")), []net.Addr{proxyLn.Addr(), adminLn.Addr()})
+	if err != nil {
+		closeListeners()
 		return err
 	}
 	if endpoints != nil {
@@ -201,14 +209,11 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	p := s.newProxy(urls[0], endpoints)
 	stopBeside, err := s.startBeside(urls[0])
 	if err != nil {
+		closeListeners()
 		return err
 	}
 	defer stopBeside()
 
-	proxyLn, adminLn, err := s.listen()
-	if err != nil {
-		return err
-	}
 	httpLog, _ := zap.NewStdLogAt(s.log.Named("http"), zap.WarnLevel)
 	proxySrv := s.proxyServer(p, httpLog)
 	adm := admin.New(admin.Options{Registry: s.reg, Recorder: s.recorder, StallThreshold: s.cfg.StallThreshold,

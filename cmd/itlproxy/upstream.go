@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/cmd/internal/envconfig"
-	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
@@ -88,17 +87,23 @@ func (c config) balanced() bool {
 	return c.UpstreamResolve == "dns" || strings.Contains(c.UpstreamURL, ",")
 }
 
-// endpoints returns the upstream's set of endpoints, recorded on rec, or
-// nil for one URL as it is; the set of a name is resolved once now, and a
-// name that resolves to nothing is a configuration error.
-func (c config) endpoints(ctx context.Context, rec *metrics.Metrics, events upstream.Events) (*upstream.Set, error) {
+// endpoints returns the upstream's set of endpoints, or nil for one URL as
+// it is; the set of a name is resolved once now. own are the proxy's
+// listeners, whose addresses are never endpoints. A name that resolves to
+// nothing, or a list or a name of the proxy's own addresses alone, is a
+// configuration error.
+func (c config) endpoints(ctx context.Context, events upstream.Events, own []net.Addr) (*upstream.Set, error) {
 	if !c.balanced() {
 		return nil, nil
 	}
-	o := upstream.Options{MaxLabels: c.UpstreamMaxEndpoints, EjectFor: upstreamEjectFor, Events: events}
+	o := upstream.Options{MaxLabels: c.UpstreamMaxEndpoints, EjectFor: upstreamEjectFor, Events: events, Own: own}
 	urls := c.upstreamURLs()
 	if c.UpstreamResolve != "dns" {
-		return upstream.NewStatic(urls, o), nil
+		set, err := upstream.NewStatic(urls, o)
+		if err != nil {
+			return nil, &configError{problems: []string{fmt.Sprintf("ITLPROXY_UPSTREAM_URL=%q: %v", envconfig.ShowURL(c.UpstreamURL), err)}}
+		}
+		return set, nil
 	}
 	set, err := upstream.NewResolved(ctx, urls[0], c.resolver(), c.UpstreamResolveInterval, o)
 	if err != nil {

@@ -63,6 +63,10 @@ type Events interface {
 	ResolveFailed(err error)
 	// Ejected: e refused a connection and is set aside for d.
 	Ejected(e *Endpoint, d time.Duration)
+	// LeftOut: the proxy's own addresses (Options.Own), which a list or an
+	// answer held, are left out of the set; told when an answer starts
+	// holding them, not again while the next ones do.
+	LeftOut(addrs []string)
 }
 
 // Set is the endpoints an upstream URL stands for: its own host, a fixed
@@ -82,8 +86,13 @@ type Set struct {
 	resolver   *net.Resolver
 	interval   time.Duration
 
+	// own are the proxy's own addresses, never endpoints.
+	own own
+
 	mu     sync.Mutex // held to change the set
 	labels map[string]bool
+	// leftOut: the last list or answer held own addresses.
+	leftOut bool
 }
 
 // Options configure a Set.
@@ -96,24 +105,37 @@ type Options struct {
 	EjectFor time.Duration
 	// Events hears what happens to the set; nil: nothing does.
 	Events Events
+	// Own are the addresses the proxy listens on (its listeners'), which
+	// are never endpoints; an unspecified one (0.0.0.0, ::) stands for
+	// every address of the host at its port.
+	Own []net.Addr
 }
 
+// ErrOnlyOwn is a list of URLs, or a name's answer, that holds nothing
+// but the proxy's own addresses.
+var ErrOnlyOwn = errors.New("it holds only the proxy's own addresses (ITLPROXY_LISTEN_ADDR, ITLPROXY_ADMIN_ADDR): the proxy would send its requests to itself")
+
 // NewStatic returns the set of fixed endpoints: the hosts (host:port) of
-// urls, each request to one carrying its host as its Host header.
-func NewStatic(urls []*url.URL, o Options) *Set {
+// urls, each request to one carrying its host as its Host header. It
+// fails when they are all the proxy's own addresses.
+func NewStatic(urls []*url.URL, o Options) (*Set, error) {
 	s := newSet(o)
 	var eps []*Endpoint
 	for _, u := range urls {
 		eps = append(eps, &Endpoint{Addr: hostPort(u), Host: u.Host})
 	}
 	s.update(eps)
-	return s
+	if len(s.Endpoints()) == 0 {
+		return nil, ErrOnlyOwn
+	}
+	return s, nil
 }
 
 // NewResolved returns the set of every address the host of u resolves to
 // (A and AAAA records), with u's port, resolved now and again every
 // interval by Run; requests keep u's host as their Host header. It fails
-// when the name resolves to nothing.
+// when the name resolves to nothing, or to the proxy's own addresses
+// alone.
 func NewResolved(ctx context.Context, u *url.URL, resolver *net.Resolver, interval time.Duration, o Options) (*Set, error) {
 	s := newSet(o)
 	s.name, s.port = u.Hostname(), port(u)
@@ -123,6 +145,9 @@ func NewResolved(ctx context.Context, u *url.URL, resolver *net.Resolver, interv
 		return nil, err
 	}
 	s.update(eps)
+	if len(s.Endpoints()) == 0 {
+		return nil, ErrOnlyOwn
+	}
 	return s, nil
 }
 
@@ -130,17 +155,22 @@ func newSet(o Options) *Set {
 	if o.Events == nil {
 		o.Events = noEvents{}
 	}
-	return &Set{events: o.Events, maxLabels: max(o.MaxLabels, 1), ejectFor: o.EjectFor, labels: map[string]bool{}}
+	return &Set{events: o.Events, maxLabels: max(o.MaxLabels, 1), ejectFor: o.EjectFor, labels: map[string]bool{}, own: newOwn(o.Own)}
 }
 
 // ErrNoAddresses is a name that resolves to no address.
 var ErrNoAddresses = errors.New("the name resolves to no address")
 
-// resolve looks the name up, once.
+// resolve looks the name up, once. An answer of no address, or that the
+// name does not exist, is ErrNoAddresses.
 func (s *Set) resolve(ctx context.Context) ([]*Endpoint, error) {
 	ctx, cancel := context.WithTimeout(ctx, min(s.interval, 5*time.Second)+time.Second)
 	defer cancel()
 	ips, err := s.resolver.LookupIPAddr(ctx, s.name)
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return nil, fmt.Errorf("%w (%v)", ErrNoAddresses, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -154,9 +184,13 @@ func (s *Set) resolve(ctx context.Context) ([]*Endpoint, error) {
 	return eps, nil
 }
 
-// Run re-resolves the name every interval until ctx is canceled: a
-// resolution that fails, or finds no address, keeps the set as it was.
-// A fixed set has nothing to run.
+// Run re-resolves the name every interval until ctx is canceled. A
+// resolution that fails (a timeout, a server failure) keeps the set as it
+// was: it says nothing of the servers. An answer that the name has no
+// address (none ready behind a headless Service, or the name gone) empties
+// the set: the servers it named may be gone, their addresses given to
+// others, and a request is better answered at once than sent there. A
+// fixed set has nothing to run.
 func (s *Set) Run(ctx context.Context) {
 	if s.name == "" {
 		return
@@ -170,21 +204,26 @@ func (s *Set) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		eps, err := s.resolve(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.events.ResolveFailed(fmt.Errorf("resolving %s: %w", s.name, err))
-			}
-			continue
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, ErrNoAddresses):
+			s.update(nil)
+		case err != nil:
+			s.events.ResolveFailed(fmt.Errorf("resolving %s: %w", s.name, err))
+		default:
+			s.update(eps)
 		}
-		s.update(eps)
 	}
 }
 
-// update makes eps the set, keeping the endpoints already in it (their
-// counts and labels), labelling the new ones, and tells Events.
+// update makes eps the set, but for the proxy's own addresses, keeping the
+// endpoints already in it (their counts and labels), labelling the new
+// ones, and tells Events.
 func (s *Set) update(eps []*Endpoint) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	eps = s.leaveOutOwn(eps)
 	old := map[string]*Endpoint{}
 	if cur := s.endpoints.Load(); cur != nil {
 		for _, e := range *cur {
@@ -225,6 +264,26 @@ func (s *Set) update(eps []*Endpoint) {
 	s.events.Resolved(next, removed)
 }
 
+// leaveOutOwn returns eps without the proxy's own addresses, and tells
+// Events of those when the last list or answer held none. Called with mu
+// held.
+func (s *Set) leaveOutOwn(eps []*Endpoint) []*Endpoint {
+	var mine []string
+	kept := eps[:0:0]
+	for _, e := range eps {
+		if s.own.holds(e.Addr) {
+			mine = append(mine, e.Addr)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	if len(mine) > 0 && !s.leftOut {
+		s.events.LeftOut(mine)
+	}
+	s.leftOut = len(mine) > 0
+	return kept
+}
+
 // Endpoints returns the set now.
 func (s *Set) Endpoints() []*Endpoint {
 	if p := s.endpoints.Load(); p != nil {
@@ -236,40 +295,67 @@ func (s *Set) Endpoints() []*Endpoint {
 // Pick chooses the endpoint of a new request: of two taken at random
 // among those not set aside and not in tried, the one with fewer requests
 // in flight (the least of two random choices, as Envoy's least-request
-// balancer). It returns nil when every endpoint has been tried.
+// balancer); when every one not tried is set aside, among those. It
+// returns nil when there is none left. It reads the set twice, to count
+// and to find the two, whatever tried holds (a few at most): linear in
+// the endpoints, and allocating nothing.
 func (s *Set) Pick(tried []*Endpoint) *Endpoint {
 	eps := s.Endpoints()
 	now := time.Now()
-	var buf [16]*Endpoint
-	ok := buf[:0]
+	aside := false // set-aside endpoints are candidates too
+	candidate := func(e *Endpoint) bool {
+		return (aside || !e.ejected(now)) && !slices.Contains(tried, e)
+	}
+	n := 0
 	for _, e := range eps {
-		if !e.ejected(now) && !slices.Contains(tried, e) {
-			ok = append(ok, e)
+		if candidate(e) {
+			n++
 		}
 	}
-	if len(ok) == 0 {
-		// Every endpoint is set aside: try them anyway, rather than fail.
+	if n == 0 {
+		aside = true
 		for _, e := range eps {
-			if !slices.Contains(tried, e) {
-				ok = append(ok, e)
+			if candidate(e) {
+				n++
 			}
 		}
 	}
-	switch len(ok) {
-	case 0:
+	if n == 0 {
 		return nil
-	case 1:
-		return ok[0]
 	}
-	a := rand.IntN(len(ok))
-	b := rand.IntN(len(ok) - 1)
-	if b >= a {
-		b++
+	a, b := rand.IntN(n), -1
+	if n > 1 {
+		b = rand.IntN(n - 1)
+		if b >= a {
+			b++
+		}
 	}
-	if ok[b].InFlight() < ok[a].InFlight() {
-		return ok[b]
+	var ea, eb, untried *Endpoint
+	i := 0
+	for _, e := range eps {
+		if untried == nil && !slices.Contains(tried, e) {
+			untried = e
+		}
+		if !candidate(e) {
+			continue
+		}
+		switch i {
+		case a:
+			ea = e
+		case b:
+			eb = e
+		}
+		i++
 	}
-	return ok[a]
+	switch {
+	case ea == nil && eb == nil: // endpoints set aside between the two reads
+		return untried
+	case ea == nil:
+		return eb
+	case eb != nil && eb.InFlight() < ea.InFlight():
+		return eb
+	}
+	return ea
 }
 
 // Refused sets e aside: it refused a connection.
@@ -283,6 +369,7 @@ type noEvents struct{}
 func (noEvents) Resolved(_, _ []*Endpoint)        {}
 func (noEvents) ResolveFailed(error)              {}
 func (noEvents) Ejected(*Endpoint, time.Duration) {}
+func (noEvents) LeftOut([]string)                 {}
 
 // hostPort is u's host with its port, the scheme's when it names none.
 func hostPort(u *url.URL) string { return net.JoinHostPort(u.Hostname(), port(u)) }
