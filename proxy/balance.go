@@ -10,62 +10,62 @@ import (
 	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
-// balancer sends each request to an endpoint of the upstream's set
-// (Config.Endpoints), chosen by the set, over the transport: the request's
-// URL names the endpoint's address, and its Host header stays the
-// upstream's (or the endpoint's own, for a list of URLs). A request whose
-// connection an endpoint refused was not sent: it goes to another
-// endpoint, maxTries in all at most, and the one that refused is set
+// balancer sends each request to a server of the upstream's set
+// (Config.Servers), chosen by the set, over the transport: the request's
+// URL names the server's address, and its Host header stays the
+// upstream's (or the server's own, for a list of URLs). A request whose
+// connection a server refused was not sent: it goes to another
+// server, maxTries in all at most, and the one that refused is set
 // aside for a while.
 type balancer struct {
 	set *upstream.Set
 	rt  http.RoundTripper
 }
 
-// maxTries bounds the endpoints a request is sent to when they refuse its
+// maxTries bounds the servers a request is sent to when they refuse its
 // connection: the first, and two others. A pool that refuses everything
 // (a Service whose pods are all gone, a list of dead addresses) then costs
-// each request three dials, not one per endpoint, and the client its 502
+// each request three dials, not one per server, and the client its 502
 // at once.
 const maxTries = 3
 
 func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := exchangeFrom(req.Context())
-	var buf [maxTries]*upstream.Endpoint
+	var buf [maxTries]*upstream.Server
 	tried := buf[:0]
 	var lastErr error // the last refusal
 	for {
-		var e *upstream.Endpoint
+		var sv *upstream.Server
 		if len(tried) < maxTries {
-			e = b.set.Pick(tried)
+			sv = b.set.Pick(tried)
 		}
 		switch {
-		case e == nil && len(tried) == 0:
-			return nil, errNoEndpoint
-		case e == nil:
+		case sv == nil && len(tried) == 0:
+			return nil, errNoServer
+		case sv == nil:
 			return nil, refusedBy(tried, lastErr)
 		}
-		tried = append(tried, e)
+		tried = append(tried, sv)
 		out := *req
 		u := *req.URL
-		u.Host = e.Addr
+		u.Host = sv.Addr
 		out.URL = &u
 		switch {
-		case e.Host != "":
-			out.Host = e.Host
+		case sv.Host != "":
+			out.Host = sv.Host
 		case out.Host == "":
 			// The request's Host is its URL's, the upstream's host: an
 			// address of a name resolved still names the name.
 			out.Host = req.URL.Host
 		}
-		ex.sendTo(e)
+		ex.sendTo(sv)
 		resp, err := b.rt.RoundTrip(&out)
 		if err == nil || !refused(err) || req.Context().Err() != nil {
 			// A dial that failed because the client went away says
-			// nothing of the endpoint.
+			// nothing of the server.
 			return resp, err
 		}
-		b.set.Refused(e)
+		b.set.Refused(sv)
 		lastErr = err
 		// Nothing of the request was sent; its body may have been closed
 		// all the same, and is sent again from the start when it can be.
@@ -82,9 +82,9 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// refusedBy is the failure of a request that the endpoints tried all
+// refusedBy is the failure of a request that the servers tried all
 // refused, err the last refusal.
-func refusedBy(tried []*upstream.Endpoint, err error) error {
+func refusedBy(tried []*upstream.Server, err error) error {
 	return fmt.Errorf("%w (%d; the last: %w)", errRefused, len(tried), err)
 }
 
@@ -95,28 +95,28 @@ func (b *balancer) CloseIdleConnections() {
 	}
 }
 
-// The balancer's failures: no endpoint to send to (a name that resolves
-// to nothing now), and the endpoints tried all refused the connection.
+// The balancer's failures: no server to send to (a name that resolves
+// to nothing now), and the servers tried all refused the connection.
 var (
-	errNoEndpoint = errors.New("itlproxy: the upstream has no endpoint now")
-	errRefused    = errors.New("itlproxy: the upstream endpoints tried refused the connection")
+	errNoServer = errors.New("itlproxy: the upstream has no server now")
+	errRefused  = errors.New("itlproxy: the upstream servers tried refused the connection")
 )
 
 // refused reports whether err is a connection that could not be made (the
-// dial failed): nothing of the request reached the endpoint.
+// dial failed): nothing of the request reached the server.
 func refused(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// sendTo notes that the request goes to endpoint e (again, when an
-// endpoint before refused it): its stream is counted there, and it holds
-// one of e's requests in flight until the exchange ends.
-func (ex *exchange) sendTo(e *upstream.Endpoint) {
+// sendTo notes that the request goes to server sv (again, when a
+// server before refused it): its stream is counted there, and it holds
+// one of sv's requests in flight until the exchange ends.
+func (ex *exchange) sendTo(sv *upstream.Server) {
 	if ex.upstream != nil {
 		ex.upstream.Release()
 	}
-	ex.upstream = e
-	e.Acquire()
-	ex.sink.setUpstream(e.Label)
+	ex.upstream = sv
+	sv.Acquire()
+	ex.sink.setUpstream(sv.Label)
 }

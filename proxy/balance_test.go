@@ -20,19 +20,19 @@ import (
 	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
-// ejections counts the endpoints a set sets aside.
+// ejections counts the servers a set sets aside.
 type ejections struct {
 	mu  sync.Mutex
 	set []string
 }
 
-func (*ejections) Resolved(_, _ []*upstream.Endpoint) {}
-func (*ejections) ResolveFailed(error)                {}
-func (*ejections) LeftOut([]string)                   {}
-func (e *ejections) Ejected(ep *upstream.Endpoint, _ time.Duration) {
+func (*ejections) Resolved(_, _ []*upstream.Server) {}
+func (*ejections) ResolveFailed(error)              {}
+func (*ejections) LeftOut([]string)                 {}
+func (e *ejections) Ejected(sv *upstream.Server, _ time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.set = append(e.set, ep.Addr)
+	e.set = append(e.set, sv.Addr)
 }
 
 func (e *ejections) addrs() []string {
@@ -73,10 +73,10 @@ func mustParse(t *testing.T, raw string) *url.URL {
 	return u
 }
 
-// A request to an endpoint that refuses the connection goes to another,
+// A request to a server that refuses the connection goes to another,
 // whole (its body sent again from the start), and is counted once, on
-// the endpoint that served it; the one that refused is set aside once.
-func TestRefusedEndpointRetriedElsewhere(t *testing.T) {
+// the server that served it; the one that refused is set aside once.
+func TestRefusedServerRetriedElsewhere(t *testing.T) {
 	var bodies []string
 	var mu sync.Mutex
 	up := arrivalUpstream(5 * time.Millisecond)
@@ -95,12 +95,12 @@ func TestRefusedEndpointRetriedElsewhere(t *testing.T) {
 		good = c.Upstream
 		set = staticSet(t, []*url.URL{mustParse(t, "http://"+dead), good},
 			upstream.Options{MaxLabels: 8, EjectFor: time.Minute, Events: ev})
-		c.Endpoints = set
+		c.Servers = set
 	})
 	// As the command's events tell the metrics the set.
 	var labels []string
-	for _, e := range set.Endpoints() {
-		labels = append(labels, e.Label)
+	for _, sv := range set.Servers() {
+		labels = append(labels, sv.Label)
 	}
 	h.rec.UpstreamsChanged(labels, nil)
 	const n = 8
@@ -134,9 +134,9 @@ func TestRefusedEndpointRetriedElsewhere(t *testing.T) {
 	}
 }
 
-// A client that gives up while the proxy still dials an endpoint (one
+// A client that gives up while the proxy still dials a server (one
 // slow to accept) sets none aside: the dial failed because of the client.
-func TestCanceledClientSetsNoEndpointAside(t *testing.T) {
+func TestCanceledClientSetsNoServerAside(t *testing.T) {
 	ev := &ejections{}
 	var urls []*url.URL
 	for range 3 {
@@ -150,7 +150,7 @@ func TestCanceledClientSetsNoEndpointAside(t *testing.T) {
 		return d.DialContext(ctx, network, addr)
 	}
 	h := newHarness(t, nil, func(c *Config, _ *metrics.Options) {
-		c.Upstream, c.Endpoints, c.Transport = urls[0], set, lean
+		c.Upstream, c.Servers, c.Transport = urls[0], set, lean
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -169,7 +169,7 @@ func TestCanceledClientSetsNoEndpointAside(t *testing.T) {
 
 // Requests to the addresses a name resolves to carry the name as their
 // Host header, as a request to the name would.
-func TestResolvedEndpointKeepsTheName(t *testing.T) {
+func TestResolvedServerKeepsTheName(t *testing.T) {
 	var host atomic.Value
 	d := testdns.Start(t, "llm.test.", "127.0.0.1")
 	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -184,7 +184,7 @@ func TestResolvedEndpointKeepsTheName(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Endpoints = set
+		c.Servers = set
 	})
 	resp, err := http.Get(h.proxy.URL + "/v1/models")
 	if err != nil {
@@ -210,11 +210,11 @@ func TestRefusingPoolBounded(t *testing.T) {
 	var set *upstream.Set
 	h := newHarness(t, nil, func(c *Config, _ *metrics.Options) {
 		set = staticSet(t, urls, upstream.Options{MaxLabels: 8, EjectFor: time.Minute, Events: ev})
-		c.Upstream, c.Endpoints = urls[0], set
+		c.Upstream, c.Servers = urls[0], set
 	})
 	// The proxy's events, on its metrics and its log, as the command's.
 	ev.Events = UpstreamEvents(h.rec, zap.New(h.logCore))
-	ev.Resolved(set.Endpoints(), nil)
+	ev.Resolved(set.Servers(), nil)
 	const n = 10
 	for range n {
 		resp := h.post("/v1/chat/completions", arrivalBody)
@@ -240,9 +240,9 @@ func TestRefusingPoolBounded(t *testing.T) {
 // those before.
 type laterEvents struct{ upstream.Events }
 
-func (l *laterEvents) Resolved(eps, removed []*upstream.Endpoint) {
+func (l *laterEvents) Resolved(servers, removed []*upstream.Server) {
 	if l.Events != nil {
-		l.Events.Resolved(eps, removed)
+		l.Events.Resolved(servers, removed)
 	}
 }
 

@@ -44,14 +44,14 @@ func (p *Proxy) handleUpstreamError(w http.ResponseWriter, r *http.Request, err 
 		// The client went away (or the server is closing its connection):
 		// whatever the transport's error says, no one is left to answer.
 		ex.fail(statusClientClosed, clientLeft)
-	case errors.Is(err, errNoEndpoint):
+	case errors.Is(err, errNoServer):
 		ex.fail(http.StatusServiceUnavailable, upstreamFailed)
-		p.warnPool(ex, "the upstream has no endpoint to send a request to", err)
+		p.warnPool(ex, "the upstream has no server to send a request to", err)
 		writeError(w, ex.code, "upstream_error", "upstream_unavailable",
 			"itlproxy: the upstream has no server to send to now")
 	case errors.Is(err, errRefused):
 		ex.fail(http.StatusBadGateway, upstreamFailed)
-		p.warnPool(ex, "upstream unreachable: the endpoints tried refused the connection", err)
+		p.warnPool(ex, "upstream unreachable: the servers tried refused the connection", err)
 		writeError(w, ex.code, "upstream_error", "upstream_unreachable",
 			"itlproxy: the upstream server could not be reached")
 	case errors.As(err, &netErr) && netErr.Timeout(), errors.Is(err, context.DeadlineExceeded):
@@ -72,7 +72,7 @@ func (p *Proxy) handleUpstreamError(w http.ResponseWriter, r *http.Request, err 
 // poolLogEvery bounds the warnings of requests the balancer could send
 // nowhere: each is answered at once and counted (itlproxy_requests_total,
 // and each refusal in itlproxy_upstream_ejections_total), and a pool that
-// refuses everything or has no endpoint logs a line every 10 s at most,
+// refuses everything or has no server logs a line every 10 s at most,
 // not one a request.
 const poolLogEvery = 10 * time.Second
 

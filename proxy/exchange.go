@@ -75,10 +75,10 @@ type exchange struct {
 	span trace.Span
 	// writer is the client's writer as the reverse proxy writes to it.
 	writer clientWriter
-	// upstream is the endpoint the request was sent to, nil unless the
+	// upstream is the server the request was sent to, nil unless the
 	// proxy balances over several (balance.go): the exchange holds one of
 	// its requests in flight until it ends.
-	upstream *upstream.Endpoint
+	upstream *upstream.Server
 	// trace hears from the transport when the request has been written
 	// to the upstream (wroteRequest), and written is then how long after
 	// t0 it was, 0 before: the request leg.

@@ -37,11 +37,11 @@ type Config struct {
 	// Transport carries requests to the upstream. Nil means
 	// transport.NewLean without a timeout.
 	Transport http.RoundTripper
-	// Endpoints, when not nil, are the servers the upstream stands for,
+	// Servers, when not nil, are the servers the upstream stands for,
 	// which the proxy balances over (balance.go), counting each stream on
 	// the one that served it; Upstream then gives the scheme, the base path
 	// and (for a resolved name) the Host header.
-	Endpoints *upstream.Set
+	Servers *upstream.Set
 	// SessionHeader names the request header that carries a session id;
 	// SessionFromUser falls back to the request body's "user" field.
 	SessionHeader   string
@@ -105,8 +105,8 @@ func New(cfg Config, m *metrics.Metrics, log *zap.Logger) *Proxy {
 	if rt == nil {
 		rt = transport.NewLean(0, nil)
 	}
-	if cfg.Endpoints != nil {
-		rt = &balancer{set: cfg.Endpoints, rt: rt}
+	if cfg.Servers != nil {
+		rt = &balancer{set: cfg.Servers, rt: rt}
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {

@@ -116,9 +116,9 @@ var realtimeOutcomes = [...]string{
 type realtimeResponse struct {
 	sink sink
 	span trace.Span // nil unless traced
-	// upstream is the connection's upstream endpoint, nil unless the proxy
+	// upstream is the server of the connection, nil unless the proxy
 	// balances over several.
-	upstream *upstream.Endpoint
+	upstream *upstream.Server
 }
 
 // Start starts a response's stream. Its exemplars carry the response's

@@ -28,7 +28,7 @@ type sink struct {
 	// turn is the response's place in its conversation as its request
 	// numbers it, 0 when unknown (metrics.Metrics.StartTurn).
 	turn int
-	// upstream is the label of the upstream endpoint the request was sent
+	// upstream is the label of the upstream server the request was sent
 	// to, "" unless the proxy balances over several.
 	upstream string
 	// stream is the response's stream, nil unless it counts as one.
@@ -67,7 +67,7 @@ func (s *sink) startStream() {
 	}
 }
 
-// setUpstream notes the upstream endpoint the request goes to.
+// setUpstream notes the upstream server the request goes to.
 func (s *sink) setUpstream(label string) {
 	s.upstream, s.ids.Upstream = label, label
 	if s.stream != nil {

@@ -72,14 +72,14 @@ func UpstreamPort(u *url.URL) int {
 	return 0
 }
 
-// peerAttributes appends the upstream endpoint a request was sent to, as
+// peerAttributes appends the upstream server a request was sent to, as
 // OpenTelemetry's network.peer.address and network.peer.port (server.address
-// stays the upstream's name); nothing for no endpoint.
-func peerAttributes(attrs []attribute.KeyValue, e *upstream.Endpoint) []attribute.KeyValue {
-	if e == nil {
+// stays the upstream's name); nothing for no server.
+func peerAttributes(attrs []attribute.KeyValue, sv *upstream.Server) []attribute.KeyValue {
+	if sv == nil {
 		return attrs
 	}
-	host, port, err := net.SplitHostPort(e.Addr)
+	host, port, err := net.SplitHostPort(sv.Addr)
 	if err != nil {
 		return attrs
 	}

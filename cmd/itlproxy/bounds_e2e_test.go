@@ -299,7 +299,7 @@ func TestRequestLoop(t *testing.T) {
 // TestNoURLSecretsInOutputs plants user names, passwords and query keys
 // in the upstream URLs (one, a list, a name resolved) and the OTLP
 // endpoints of the real binary, makes it print them every way it can (the
-// start-up lines, requests that succeed and fail at debug level, endpoints
+// start-up lines, requests that succeed and fail at debug level, servers
 // that refuse, exports that fail, a name that resolves to nothing, a
 // configuration refused), and greps every output for them: each log line,
 // each error, /metrics in both its formats.
@@ -398,7 +398,7 @@ func TestNoURLSecretsInOutputs(t *testing.T) {
 }
 
 // TestRefusingPool: with 400 upstream URLs where nothing listens, each of
-// 20 requests is answered a 5xx within 0.2 s (three endpoints tried, not
+// 20 requests is answered a 5xx within 0.2 s (three servers tried, not
 // 400), every refusal is counted, and the whole log holds at most 40
 // lines.
 func TestRefusingPool(t *testing.T) {
@@ -427,13 +427,13 @@ func TestRefusingPool(t *testing.T) {
 	}
 	fs := scrapeAdmin(t, p.Admin)
 	if v := fs.Value("itlproxy_upstream_ejections_total"); v != n*3 {
-		t.Errorf("%v refusals counted, want %d: three endpoints tried for each request", v, n*3)
+		t.Errorf("%v refusals counted, want %d: three servers tried for each request", v, n*3)
 	}
 	if v := fs.Value("itlproxy_requests_total", "code", "502"); v != n {
 		t.Errorf("%v requests counted with a 502, want %d", v, n)
 	}
 	lines := strings.Count(p.Log(), "\n")
-	t.Logf("%d log lines for %d requests to 400 refusing endpoints", lines, n)
+	t.Logf("%d log lines for %d requests to 400 refusing servers", lines, n)
 	if lines > 40 {
 		t.Errorf("%d log lines, over 40:\n%s", lines, p.Log())
 	}
@@ -485,12 +485,12 @@ func TestGatewayAnswers(t *testing.T) {
 	}
 
 	dnsServer.Set()
-	e2e.WaitFor(t, "no endpoint left", 5*time.Second, func() bool {
+	e2e.WaitFor(t, "no server left", 5*time.Second, func() bool {
 		return scrapeAdmin(t, p.Admin).Value("itlproxy_upstream_endpoints") == 0
 	})
 	for range 5 {
 		if code, took := send(); code != http.StatusServiceUnavailable || took > 200*time.Millisecond {
-			t.Errorf("with no endpoint: %d after %v, want 503 within 0.2s", code, took)
+			t.Errorf("with no server: %d after %v, want 503 within 0.2s", code, took)
 		}
 	}
 	dnsServer.Set(ips...)

@@ -145,7 +145,7 @@ func freePortOn(t *testing.T, ips ...string) int {
 	return 0
 }
 
-// upstreamSeries reads the proxy's per-endpoint figures: streams ended and
+// upstreamSeries reads the proxy's per-server figures: streams ended and
 // p99 ITL, by upstream label.
 func upstreamSeries(t *testing.T, fs scrape.Families) (streams, p99 map[string]float64) {
 	t.Helper()
@@ -162,7 +162,7 @@ func upstreamSeries(t *testing.T, fs scrape.Families) (streams, p99 map[string]f
 // TestGatewayBalancesOverAName runs itlproxy in gateway mode in front of
 // three model server pods, the addresses of one name (a DNS server of the
 // test's), one of them slow: every stream is counted on the pod that
-// served it, the slow pod stands out on the per-endpoint histograms and
+// served it, the slow pod stands out on the per-server histograms and
 // fires the alert in a real Prometheus; with equal speeds streams spread
 // evenly; a pod killed mid-run loses no stream that had not started, and
 // its series go once its streams have ended; a fourth address takes
@@ -197,13 +197,13 @@ func TestGatewayBalancesOverAName(t *testing.T) {
 		}
 	}
 	slow := pods[2].addr
-	t.Logf("streams by endpoint %v, p99 ITL by endpoint %v", streams, p99)
+	t.Logf("streams by server %v, p99 ITL by server %v", streams, p99)
 	for _, p := range pods[:2] {
 		if !(p99[slow] > 2*p99[p.addr]) {
 			t.Errorf("p99 ITL of the slow pod %v, of %s %v: it does not stand out", p99[slow], p.addr, p99[p.addr])
 		}
 	}
-	e2e.WaitFor(t, "the slow-endpoint alert to hold for the slow pod", 30*time.Second, func() bool {
+	e2e.WaitFor(t, "the slow-server alert to hold for the slow pod", 30*time.Second, func() bool {
 		for _, a := range prom.Alerts() {
 			if a.Labels["alertname"] == "ItlproxyUpstreamEndpointSlow" && a.Labels["upstream"] == slow {
 				return true
@@ -213,7 +213,7 @@ func TestGatewayBalancesOverAName(t *testing.T) {
 	})
 	for _, a := range prom.Alerts() {
 		if a.Labels["alertname"] == "ItlproxyUpstreamEndpointSlow" && a.Labels["upstream"] != slow {
-			t.Errorf("the slow-endpoint alert holds for %s", a.Labels["upstream"])
+			t.Errorf("the slow-server alert holds for %s", a.Labels["upstream"])
 		}
 	}
 
@@ -280,6 +280,6 @@ func TestGatewayBalancesOverAName(t *testing.T) {
 		t.Error("the fourth address took no stream within the re-resolve interval")
 	}
 	if n := scrapeProxy().Value("itlproxy_upstream_endpoints"); n != 3 {
-		t.Errorf("%v endpoints, want 3", n)
+		t.Errorf("%v servers, want 3", n)
 	}
 }

@@ -190,23 +190,23 @@ func (s *server) warnAtStart() {
 // are up (demo mode starts its load then).
 func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.Addr) func()) error {
 	// The listeners first: their addresses are never the upstream's
-	// endpoints.
+	// servers.
 	proxyLn, adminLn, err := s.listen()
 	if err != nil {
 		return err
 	}
 	closeListeners := func() { proxyLn.Close(); adminLn.Close() }
 	urls := s.cfg.upstreamURLs() // validated already
-	endpoints, err := s.cfg.endpoints(ctx, proxy.UpstreamEvents(s.rec, s.log.Named("upstream")), []net.Addr{proxyLn.Addr(), adminLn.Addr()})
+	servers, err := s.cfg.servers(ctx, proxy.UpstreamEvents(s.rec, s.log.Named("upstream")), []net.Addr{proxyLn.Addr(), adminLn.Addr()})
 	if err != nil {
 		closeListeners()
 		return err
 	}
-	if endpoints != nil {
-		go endpoints.Run(ctx)
+	if servers != nil {
+		go servers.Run(ctx)
 	}
 	s.warnAtStart()
-	p := s.newProxy(urls[0], endpoints)
+	p := s.newProxy(urls[0], servers)
 	stopBeside, err := s.startBeside(urls[0])
 	if err != nil {
 		closeListeners()
@@ -324,10 +324,10 @@ func (s *server) proxyServer(p http.Handler, errLog *log.Logger) *http.Server {
 }
 
 // newProxy returns the proxy to upstream, as the configuration says.
-func (s *server) newProxy(u *url.URL, endpoints *upstream.Set) *proxy.Proxy {
+func (s *server) newProxy(u *url.URL, servers *upstream.Set) *proxy.Proxy {
 	return proxy.New(proxy.Config{
 		Upstream:          u,
-		Endpoints:         endpoints,
+		Servers:           servers,
 		Transport:         transport.NewLean(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
 		MaxRequestBytes:   int64(s.cfg.MaxRequestBytes),
 		MaxEventBytes:     int(s.cfg.MaxEventBytes),

@@ -13,7 +13,7 @@ import (
 	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
-// upstreamEjectFor is how long an endpoint that refused a connection is
+// upstreamEjectFor is how long a server that refused a connection is
 // set aside before it is tried again.
 const upstreamEjectFor = 10 * time.Second
 
@@ -32,7 +32,7 @@ func (c config) upstreamURLs() []*url.URL {
 }
 
 // validateUpstream checks the upstream URL, or list of URLs, and how its
-// endpoints are found.
+// servers are found.
 func (c config) validateUpstream(demo bool, add func(key, value, why string)) {
 	switch {
 	case c.UpstreamURL == "" && !demo:
@@ -81,18 +81,18 @@ func (c config) validateUpstream(demo bool, add func(key, value, why string)) {
 	}
 }
 
-// balanced reports whether the proxy balances over several endpoints: a
+// balanced reports whether the proxy balances over several servers: a
 // list of URLs, or a name re-resolved.
 func (c config) balanced() bool {
 	return c.UpstreamResolve == "dns" || strings.Contains(c.UpstreamURL, ",")
 }
 
-// endpoints returns the upstream's set of endpoints, or nil for one URL as
-// it is; the set of a name is resolved once now. own are the proxy's
-// listeners, whose addresses are never endpoints. A name that resolves to
+// servers returns the upstream's set of servers, or nil for one URL as it
+// is; the set of a name is resolved once now. own are the proxy's
+// listeners, whose addresses are never servers. A name that resolves to
 // nothing, or a list or a name of the proxy's own addresses alone, is a
 // configuration error.
-func (c config) endpoints(ctx context.Context, events upstream.Events, own []net.Addr) (*upstream.Set, error) {
+func (c config) servers(ctx context.Context, events upstream.Events, own []net.Addr) (*upstream.Set, error) {
 	if !c.balanced() {
 		return nil, nil
 	}

@@ -4,7 +4,7 @@
 // Kubernetes headless Service: an address per ready pod), re-resolved on
 // an interval, the last good set kept when a resolution fails. Requests
 // are balanced by requests in flight with the least of two random choices;
-// an endpoint that refuses connections is set aside for a while and then
+// a server that refuses connections is set aside for a while and then
 // tried again. It knows nothing of HTTP beyond the URL: the proxy sends
-// each request to the endpoint Pick chooses.
+// each request to the server Pick chooses.
 package upstream

@@ -5,9 +5,9 @@ import (
 	"net/netip"
 )
 
-// own is the addresses the proxy itself listens on. An endpoint at one of
+// own is the addresses the proxy itself listens on. A server at one of
 // them would be the proxy sending its requests to itself, each coming
-// back as a new request to send on, so a set leaves such endpoints out:
+// back as a new request to send on, so a set leaves such servers out:
 // a list of URLs that names the proxy, a name whose answer holds the
 // proxy's own address (a headless Service that selects the proxy's pods).
 type own struct {

@@ -14,13 +14,14 @@ import (
 	"time"
 )
 
-// LabelOther is the label of the endpoints past the cap.
+// LabelOther is the label of the servers past the cap.
 const LabelOther = "_other"
 
-// Endpoint is one upstream server the proxy balances over.
-type Endpoint struct {
+// Server is one upstream server the proxy balances over: a member of the
+// upstream, as nginx calls the servers of an upstream block.
+type Server struct {
 	// Addr is the host:port requests to it are sent to, and Host the
-	// Host header they carry ("": the upstream URL's, for endpoints
+	// Host header they carry ("": the upstream URL's, for servers
 	// resolved from its name).
 	Addr, Host string
 	// Label is its value of the upstream label: Addr, or LabelOther past
@@ -31,52 +32,52 @@ type Endpoint struct {
 	ejectedUntil atomic.Int64 // monotonic nanoseconds (sinceStart); 0: not set aside
 }
 
-// processStart is the origin of the monotonic clock of the endpoints' time
+// processStart is the origin of the monotonic clock of the servers' time
 // aside, which a change of the wall clock does not move.
 var processStart = time.Now()
 
 func sinceStart(t time.Time) int64 { return int64(t.Sub(processStart)) }
 
-// Acquire counts a request sent to e, until Release.
-func (e *Endpoint) Acquire() { e.inFlight.Add(1) }
+// Acquire counts a request sent to sv, until Release.
+func (sv *Server) Acquire() { sv.inFlight.Add(1) }
 
 // Release ends a request Acquire counted.
-func (e *Endpoint) Release() { e.inFlight.Add(-1) }
+func (sv *Server) Release() { sv.inFlight.Add(-1) }
 
-// InFlight is the requests sent to e and not yet ended.
-func (e *Endpoint) InFlight() int64 { return e.inFlight.Load() }
+// InFlight is the requests sent to sv and not yet ended.
+func (sv *Server) InFlight() int64 { return sv.inFlight.Load() }
 
-// eject sets e aside until until.
-func (e *Endpoint) eject(until time.Time) { e.ejectedUntil.Store(sinceStart(until)) }
+// eject sets sv aside until until.
+func (sv *Server) eject(until time.Time) { sv.ejectedUntil.Store(sinceStart(until)) }
 
-// ejected reports whether e is set aside at now.
-func (e *Endpoint) ejected(now time.Time) bool { return sinceStart(now) < e.ejectedUntil.Load() }
+// ejected reports whether sv is set aside at now.
+func (sv *Server) ejected(now time.Time) bool { return sinceStart(now) < sv.ejectedUntil.Load() }
 
-// Events hears what happens to a Set's endpoints, for the metrics and the
+// Events hears what happens to a Set's servers, for the metrics and the
 // log. Its methods may be called from the Set's resolving goroutine and
 // from the requests' goroutines.
 type Events interface {
-	// Resolved: the set is now endpoints (at the start, and after every
+	// Resolved: the set is now servers (at the start, and after every
 	// resolution that succeeded); removed left it.
-	Resolved(endpoints, removed []*Endpoint)
+	Resolved(servers, removed []*Server)
 	// ResolveFailed: a resolution failed; the set stays as it was.
 	ResolveFailed(err error)
-	// Ejected: e refused a connection and is set aside for d.
-	Ejected(e *Endpoint, d time.Duration)
+	// Ejected: sv refused a connection and is set aside for d.
+	Ejected(sv *Server, d time.Duration)
 	// LeftOut: the proxy's own addresses (Options.Own), which a list or an
 	// answer held, are left out of the set; told when an answer starts
 	// holding them, not again while the next ones do.
 	LeftOut(addrs []string)
 }
 
-// Set is the endpoints an upstream URL stands for: its own host, a fixed
+// Set is the servers an upstream URL stands for: its own host, a fixed
 // list of hosts, or every address its name resolves to, re-resolved.
 // Pick chooses among them; it is safe for concurrent use.
 type Set struct {
-	endpoints atomic.Pointer[[]*Endpoint]
+	servers   atomic.Pointer[[]*Server]
 	events    Events
 	maxLabels int
-	// ejectFor is how long an endpoint that refused a connection is set
+	// ejectFor is how long a server that refused a connection is set
 	// aside.
 	ejectFor time.Duration
 
@@ -86,7 +87,7 @@ type Set struct {
 	resolver   *net.Resolver
 	interval   time.Duration
 
-	// own are the proxy's own addresses, never endpoints.
+	// own are the proxy's own addresses, never servers.
 	own own
 
 	mu     sync.Mutex // held to change the set
@@ -97,16 +98,16 @@ type Set struct {
 
 // Options configure a Set.
 type Options struct {
-	// MaxLabels caps the distinct upstream label values of the endpoints
-	// at once; past it, endpoints are labelled LabelOther.
+	// MaxLabels caps the distinct upstream label values of the servers
+	// at once; past it, servers are labelled LabelOther.
 	MaxLabels int
-	// EjectFor is how long an endpoint that refused a connection is set
+	// EjectFor is how long a server that refused a connection is set
 	// aside before it is tried again.
 	EjectFor time.Duration
 	// Events hears what happens to the set; nil: nothing does.
 	Events Events
 	// Own are the addresses the proxy listens on (its listeners'), which
-	// are never endpoints; an unspecified one (0.0.0.0, ::) stands for
+	// are never servers; an unspecified one (0.0.0.0, ::) stands for
 	// every address of the host at its port.
 	Own []net.Addr
 }
@@ -115,17 +116,17 @@ type Options struct {
 // but the proxy's own addresses.
 var ErrOnlyOwn = errors.New("it holds only the proxy's own addresses (ITLPROXY_LISTEN_ADDR, ITLPROXY_ADMIN_ADDR): the proxy would send its requests to itself")
 
-// NewStatic returns the set of fixed endpoints: the hosts (host:port) of
+// NewStatic returns the set of fixed servers: the hosts (host:port) of
 // urls, each request to one carrying its host as its Host header. It
 // fails when they are all the proxy's own addresses.
 func NewStatic(urls []*url.URL, o Options) (*Set, error) {
 	s := newSet(o)
-	var eps []*Endpoint
+	var servers []*Server
 	for _, u := range urls {
-		eps = append(eps, &Endpoint{Addr: hostPort(u), Host: u.Host})
+		servers = append(servers, &Server{Addr: hostPort(u), Host: u.Host})
 	}
-	s.update(eps)
-	if len(s.Endpoints()) == 0 {
+	s.update(servers)
+	if len(s.Servers()) == 0 {
 		return nil, ErrOnlyOwn
 	}
 	return s, nil
@@ -140,12 +141,12 @@ func NewResolved(ctx context.Context, u *url.URL, resolver *net.Resolver, interv
 	s := newSet(o)
 	s.name, s.port = u.Hostname(), port(u)
 	s.resolver, s.interval = resolver, interval
-	eps, err := s.resolve(ctx)
+	servers, err := s.resolve(ctx)
 	if err != nil {
 		return nil, err
 	}
-	s.update(eps)
-	if len(s.Endpoints()) == 0 {
+	s.update(servers)
+	if len(s.Servers()) == 0 {
 		return nil, ErrOnlyOwn
 	}
 	return s, nil
@@ -163,7 +164,7 @@ var ErrNoAddresses = errors.New("the name resolves to no address")
 
 // resolve looks the name up, once. An answer of no address, or that the
 // name does not exist, is ErrNoAddresses.
-func (s *Set) resolve(ctx context.Context) ([]*Endpoint, error) {
+func (s *Set) resolve(ctx context.Context) ([]*Server, error) {
 	ctx, cancel := context.WithTimeout(ctx, min(s.interval, 5*time.Second)+time.Second)
 	defer cancel()
 	ips, err := s.resolver.LookupIPAddr(ctx, s.name)
@@ -177,11 +178,11 @@ func (s *Set) resolve(ctx context.Context) ([]*Endpoint, error) {
 	if len(ips) == 0 {
 		return nil, ErrNoAddresses
 	}
-	var eps []*Endpoint
+	var servers []*Server
 	for _, ip := range ips {
-		eps = append(eps, &Endpoint{Addr: net.JoinHostPort(ip.IP.String(), s.port)})
+		servers = append(servers, &Server{Addr: net.JoinHostPort(ip.IP.String(), s.port)})
 	}
-	return eps, nil
+	return servers, nil
 }
 
 // Run re-resolves the name every interval until ctx is canceled. A
@@ -203,7 +204,7 @@ func (s *Set) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		eps, err := s.resolve(ctx)
+		servers, err := s.resolve(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -212,70 +213,70 @@ func (s *Set) Run(ctx context.Context) {
 		case err != nil:
 			s.events.ResolveFailed(fmt.Errorf("resolving %s: %w", s.name, err))
 		default:
-			s.update(eps)
+			s.update(servers)
 		}
 	}
 }
 
-// update makes eps the set, but for the proxy's own addresses, keeping the
-// endpoints already in it (their counts and labels), labelling the new
-// ones, and tells Events.
-func (s *Set) update(eps []*Endpoint) {
+// update makes servers the set, but for the proxy's own addresses,
+// keeping the servers already in it (their counts and labels), labelling
+// the new ones, and tells Events.
+func (s *Set) update(servers []*Server) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	eps = s.leaveOutOwn(eps)
-	old := map[string]*Endpoint{}
-	if cur := s.endpoints.Load(); cur != nil {
-		for _, e := range *cur {
-			old[e.Addr] = e
+	servers = s.leaveOutOwn(servers)
+	old := map[string]*Server{}
+	if cur := s.servers.Load(); cur != nil {
+		for _, sv := range *cur {
+			old[sv.Addr] = sv
 		}
 	}
-	next := make([]*Endpoint, 0, len(eps))
-	for _, e := range eps {
-		if o := old[e.Addr]; o != nil {
-			delete(old, e.Addr)
+	next := make([]*Server, 0, len(servers))
+	for _, sv := range servers {
+		if o := old[sv.Addr]; o != nil {
+			delete(old, sv.Addr)
 			next = append(next, o)
 			continue
 		}
-		if slices.ContainsFunc(next, func(n *Endpoint) bool { return n.Addr == e.Addr }) {
+		if slices.ContainsFunc(next, func(n *Server) bool { return n.Addr == sv.Addr }) {
 			continue // an address listed twice
 		}
-		next = append(next, e)
+		next = append(next, sv)
 	}
-	var removed []*Endpoint
-	for _, e := range old {
-		removed = append(removed, e)
-		if e.Label != LabelOther {
-			delete(s.labels, e.Label)
+	var removed []*Server
+	for _, sv := range old {
+		removed = append(removed, sv)
+		if sv.Label != LabelOther {
+			delete(s.labels, sv.Label)
 		}
 	}
-	for _, e := range next {
-		if e.Label != "" {
+	for _, sv := range next {
+		if sv.Label != "" {
 			continue
 		}
-		e.Label = LabelOther
+		sv.Label = LabelOther
 		if len(s.labels) < s.maxLabels {
-			e.Label = e.Addr
-			s.labels[e.Addr] = true
+			sv.Label = sv.Addr
+			s.labels[sv.Addr] = true
 		}
 	}
-	slices.SortFunc(next, func(a, b *Endpoint) int { return strings.Compare(a.Addr, b.Addr) })
-	s.endpoints.Store(&next)
+	slices.SortFunc(next, func(a, b *Server) int { return strings.Compare(a.Addr, b.Addr) })
+	s.servers.Store(&next)
 	s.events.Resolved(next, removed)
 }
 
-// leaveOutOwn returns eps without the proxy's own addresses, and tells
+// leaveOutOwn returns servers without the proxy's own addresses, and tells
 // Events of those when the last list or answer held none. Called with mu
 // held.
-func (s *Set) leaveOutOwn(eps []*Endpoint) []*Endpoint {
+func (s *Set) leaveOutOwn(servers []*Server) []*Server {
 	var mine []string
-	kept := eps[:0:0]
-	for _, e := range eps {
-		if s.own.holds(e.Addr) {
-			mine = append(mine, e.Addr)
+	kept := servers[:0:0]
+	for _, sv := range servers {
+		if s.own.holds(sv.Addr) {
+			mine = append(mine, sv.Addr)
 			continue
 		}
-		kept = append(kept, e)
+		kept = append(kept, sv)
 	}
 	if len(mine) > 0 && !s.leftOut {
 		s.events.LeftOut(mine)
@@ -284,38 +285,38 @@ func (s *Set) leaveOutOwn(eps []*Endpoint) []*Endpoint {
 	return kept
 }
 
-// Endpoints returns the set now.
-func (s *Set) Endpoints() []*Endpoint {
-	if p := s.endpoints.Load(); p != nil {
+// Servers returns the set now.
+func (s *Set) Servers() []*Server {
+	if p := s.servers.Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
-// Pick chooses the endpoint of a new request: of two taken at random
+// Pick chooses the server of a new request: of two taken at random
 // among those not set aside and not in tried, the one with fewer requests
 // in flight (the least of two random choices, as Envoy's least-request
 // balancer); when every one not tried is set aside, among those. It
 // returns nil when there is none left. It reads the set twice, to count
 // and to find the two, whatever tried holds (a few at most): linear in
-// the endpoints, and allocating nothing.
-func (s *Set) Pick(tried []*Endpoint) *Endpoint {
-	eps := s.Endpoints()
+// the servers, and allocating nothing.
+func (s *Set) Pick(tried []*Server) *Server {
+	servers := s.Servers()
 	now := time.Now()
-	aside := false // set-aside endpoints are candidates too
-	candidate := func(e *Endpoint) bool {
-		return (aside || !e.ejected(now)) && !slices.Contains(tried, e)
+	aside := false // set-aside servers are candidates too
+	candidate := func(sv *Server) bool {
+		return (aside || !sv.ejected(now)) && !slices.Contains(tried, sv)
 	}
 	n := 0
-	for _, e := range eps {
-		if candidate(e) {
+	for _, sv := range servers {
+		if candidate(sv) {
 			n++
 		}
 	}
 	if n == 0 {
 		aside = true
-		for _, e := range eps {
-			if candidate(e) {
+		for _, sv := range servers {
+			if candidate(sv) {
 				n++
 			}
 		}
@@ -330,25 +331,25 @@ func (s *Set) Pick(tried []*Endpoint) *Endpoint {
 			b++
 		}
 	}
-	var ea, eb, untried *Endpoint
+	var ea, eb, untried *Server
 	i := 0
-	for _, e := range eps {
-		if untried == nil && !slices.Contains(tried, e) {
-			untried = e
+	for _, sv := range servers {
+		if untried == nil && !slices.Contains(tried, sv) {
+			untried = sv
 		}
-		if !candidate(e) {
+		if !candidate(sv) {
 			continue
 		}
 		switch i {
 		case a:
-			ea = e
+			ea = sv
 		case b:
-			eb = e
+			eb = sv
 		}
 		i++
 	}
 	switch {
-	case ea == nil && eb == nil: // endpoints set aside between the two reads
+	case ea == nil && eb == nil: // servers set aside between the two reads
 		return untried
 	case ea == nil:
 		return eb
@@ -358,18 +359,18 @@ func (s *Set) Pick(tried []*Endpoint) *Endpoint {
 	return ea
 }
 
-// Refused sets e aside: it refused a connection.
-func (s *Set) Refused(e *Endpoint) {
-	e.eject(time.Now().Add(s.ejectFor))
-	s.events.Ejected(e, s.ejectFor)
+// Refused sets sv aside: it refused a connection.
+func (s *Set) Refused(sv *Server) {
+	sv.eject(time.Now().Add(s.ejectFor))
+	s.events.Ejected(sv, s.ejectFor)
 }
 
 type noEvents struct{}
 
-func (noEvents) Resolved(_, _ []*Endpoint)        {}
-func (noEvents) ResolveFailed(error)              {}
-func (noEvents) Ejected(*Endpoint, time.Duration) {}
-func (noEvents) LeftOut([]string)                 {}
+func (noEvents) Resolved(_, _ []*Server)        {}
+func (noEvents) ResolveFailed(error)            {}
+func (noEvents) Ejected(*Server, time.Duration) {}
+func (noEvents) LeftOut([]string)               {}
 
 // hostPort is u's host with its port, the scheme's when it names none.
 func hostPort(u *url.URL) string { return net.JoinHostPort(u.Hostname(), port(u)) }

@@ -25,19 +25,19 @@ type events struct {
 	leftOut  [][]string
 }
 
-func addrs(eps []*Endpoint) []string {
+func addrs(servers []*Server) []string {
 	var out []string
-	for _, e := range eps {
-		out = append(out, e.Addr)
+	for _, sv := range servers {
+		out = append(out, sv.Addr)
 	}
 	slices.Sort(out)
 	return out
 }
 
-func (ev *events) Resolved(eps, removed []*Endpoint) {
+func (ev *events) Resolved(servers, removed []*Server) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	ev.resolved = append(ev.resolved, addrs(eps))
+	ev.resolved = append(ev.resolved, addrs(servers))
 	ev.removed = append(ev.removed, addrs(removed))
 }
 
@@ -47,10 +47,10 @@ func (ev *events) ResolveFailed(err error) {
 	ev.failed = append(ev.failed, err)
 }
 
-func (ev *events) Ejected(e *Endpoint, _ time.Duration) {
+func (ev *events) Ejected(sv *Server, _ time.Duration) {
 	ev.mu.Lock()
 	defer ev.mu.Unlock()
-	ev.ejected = append(ev.ejected, e.Addr)
+	ev.ejected = append(ev.ejected, sv.Addr)
 }
 
 func (ev *events) LeftOut(addrs []string) {
@@ -88,22 +88,22 @@ func mustURLs(t *testing.T, raw ...string) []*url.URL {
 func TestStaticSet(t *testing.T) {
 	ev := &events{}
 	s := static(t, Options{MaxLabels: 2, Events: ev}, "http://10.0.0.1:8000", "https://llm.example", "http://10.0.0.1:8000", "http://10.0.0.3")
-	eps := s.Endpoints()
-	if got, want := addrs(eps), []string{"10.0.0.1:8000", "10.0.0.3:80", "llm.example:443"}; !slices.Equal(got, want) {
-		t.Fatalf("endpoints %v, want %v", got, want)
+	servers := s.Servers()
+	if got, want := addrs(servers), []string{"10.0.0.1:8000", "10.0.0.3:80", "llm.example:443"}; !slices.Equal(got, want) {
+		t.Fatalf("servers %v, want %v", got, want)
 	}
 	labels := map[string]int{}
-	for _, e := range eps {
-		labels[e.Label]++
-		if e.Label != LabelOther && e.Label != e.Addr {
-			t.Errorf("%s labelled %q", e.Addr, e.Label)
+	for _, sv := range servers {
+		labels[sv.Label]++
+		if sv.Label != LabelOther && sv.Label != sv.Addr {
+			t.Errorf("%s labelled %q", sv.Addr, sv.Label)
 		}
-		if e.Addr == "llm.example:443" && e.Host != "llm.example" {
-			t.Errorf("%s carries Host %q", e.Addr, e.Host)
+		if sv.Addr == "llm.example:443" && sv.Host != "llm.example" {
+			t.Errorf("%s carries Host %q", sv.Addr, sv.Host)
 		}
 	}
 	if labels[LabelOther] != 1 || len(labels) != 3 {
-		t.Errorf("labels %v: want two endpoints of their own and one %q", labels, LabelOther)
+		t.Errorf("labels %v: want two servers of their own and one %q", labels, LabelOther)
 	}
 	if len(ev.resolved) != 1 {
 		t.Errorf("Resolved told %d times, want once", len(ev.resolved))
@@ -111,13 +111,13 @@ func TestStaticSet(t *testing.T) {
 	s.Run(context.Background()) // a fixed set has nothing to run: returns at once
 }
 
-// The least of two random choices: an endpoint with more requests in
+// The least of two random choices: a server with more requests in
 // flight than every other is never picked while there are three; with
-// equal counts every endpoint gets its share.
+// equal counts every server gets its share.
 func TestPickBalancesByInFlight(t *testing.T) {
 	s := static(t, Options{MaxLabels: 8}, "http://a:1", "http://b:1", "http://c:1")
-	eps := s.Endpoints()
-	busy := eps[1]
+	servers := s.Servers()
+	busy := servers[1]
 	for range 5 {
 		busy.Acquire()
 	}
@@ -126,7 +126,7 @@ func TestPickBalancesByInFlight(t *testing.T) {
 		picked[s.Pick(nil).Addr]++
 	}
 	if picked[busy.Addr] != 0 {
-		t.Errorf("the busiest endpoint was picked %d times of 3000: %v", picked[busy.Addr], picked)
+		t.Errorf("the busiest server was picked %d times of 3000: %v", picked[busy.Addr], picked)
 	}
 	for range 5 {
 		busy.Release()
@@ -138,21 +138,21 @@ func TestPickBalancesByInFlight(t *testing.T) {
 	for range 3000 {
 		picked[s.Pick(nil).Addr]++
 	}
-	for _, e := range eps {
-		if n := picked[e.Addr]; n < 800 || n > 1200 {
-			t.Errorf("%s picked %d times of 3000 with nothing in flight: %v", e.Addr, n, picked)
+	for _, sv := range servers {
+		if n := picked[sv.Addr]; n < 800 || n > 1200 {
+			t.Errorf("%s picked %d times of 3000 with nothing in flight: %v", sv.Addr, n, picked)
 		}
 	}
 }
 
-// An endpoint that refused a connection is set aside for EjectFor, then
-// picked again; endpoints already tried for a request are not picked for
-// it; when every endpoint is set aside one is tried anyway; when every
+// A server that refused a connection is set aside for EjectFor, then
+// picked again; servers already tried for a request are not picked for
+// it; when every server is set aside one is tried anyway; when every
 // one has been tried there is none.
 func TestPickSetsAsideAndRetries(t *testing.T) {
 	ev := &events{}
 	s := static(t, Options{MaxLabels: 8, EjectFor: 200 * time.Millisecond, Events: ev}, "http://a:1", "http://b:1")
-	a, b := s.Endpoints()[0], s.Endpoints()[1]
+	a, b := s.Servers()[0], s.Servers()[1]
 	s.Refused(a)
 	if !slices.Equal(ev.ejected, []string{a.Addr}) {
 		t.Errorf("ejections told %v, want [%s]", ev.ejected, a.Addr)
@@ -162,14 +162,14 @@ func TestPickSetsAsideAndRetries(t *testing.T) {
 			t.Fatalf("picked %s while %s is set aside", got.Addr, a.Addr)
 		}
 	}
-	if got := s.Pick([]*Endpoint{b}); got != a {
-		t.Errorf("with %s tried, picked %v: want the endpoint set aside rather than none", b.Addr, got)
+	if got := s.Pick([]*Server{b}); got != a {
+		t.Errorf("with %s tried, picked %v: want the server set aside rather than none", b.Addr, got)
 	}
-	if got := s.Pick([]*Endpoint{a, b}); got != nil {
-		t.Errorf("with every endpoint tried, picked %s", got.Addr)
+	if got := s.Pick([]*Server{a, b}); got != nil {
+		t.Errorf("with every server tried, picked %s", got.Addr)
 	}
 	time.Sleep(250 * time.Millisecond)
-	seen := map[*Endpoint]bool{}
+	seen := map[*Server]bool{}
 	for range 200 {
 		seen[s.Pick(nil)] = true
 	}
@@ -179,7 +179,7 @@ func TestPickSetsAsideAndRetries(t *testing.T) {
 }
 
 // A name: every address it resolves to, with the URL's port; followed as
-// its addresses change (an endpoint that stays keeps its count of
+// its addresses change (a server that stays keeps its count of
 // requests in flight); emptied when it resolves to nothing, and filled
 // again when it resolves again; kept as it was when a resolution fails.
 func TestResolvedFollowsTheName(t *testing.T) {
@@ -200,23 +200,23 @@ func TestResolvedFollowsTheName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := addrs(s.Endpoints()), []string{"127.0.0.2:8000", "127.0.0.3:8000"}; !slices.Equal(got, want) {
-		t.Fatalf("endpoints %v, want %v", got, want)
+	if got, want := addrs(s.Servers()), []string{"127.0.0.2:8000", "127.0.0.3:8000"}; !slices.Equal(got, want) {
+		t.Fatalf("servers %v, want %v", got, want)
 	}
-	for _, e := range s.Endpoints() {
-		if e.Host != "" || e.Label != e.Addr {
-			t.Errorf("%s: Host %q (want the URL's, \"\"), label %q", e.Addr, e.Host, e.Label)
+	for _, sv := range s.Servers() {
+		if sv.Host != "" || sv.Label != sv.Addr {
+			t.Errorf("%s: Host %q (want the URL's, \"\"), label %q", sv.Addr, sv.Host, sv.Label)
 		}
 	}
-	kept := s.Endpoints()[1]
+	kept := s.Servers()[1]
 	kept.Acquire()
 
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
 	d.Set("127.0.0.3", "127.0.0.4")
-	waitFor(t, func() bool { return slices.Equal(addrs(s.Endpoints()), []string{"127.0.0.3:8000", "127.0.0.4:8000"}) })
-	if s.Endpoints()[0] != kept || kept.InFlight() != 1 {
-		t.Errorf("the endpoint that stayed was replaced or lost its count (%d in flight)", kept.InFlight())
+	waitFor(t, func() bool { return slices.Equal(addrs(s.Servers()), []string{"127.0.0.3:8000", "127.0.0.4:8000"}) })
+	if s.Servers()[0] != kept || kept.InFlight() != 1 {
+		t.Errorf("the server that stayed was replaced or lost its count (%d in flight)", kept.InFlight())
 	}
 	ev.mu.Lock()
 	if !slices.ContainsFunc(ev.removed, func(r []string) bool { return slices.Equal(r, []string{"127.0.0.2:8000"}) }) {
@@ -225,12 +225,12 @@ func TestResolvedFollowsTheName(t *testing.T) {
 	ev.mu.Unlock()
 
 	d.Set()
-	waitFor(t, func() bool { return len(s.Endpoints()) == 0 })
+	waitFor(t, func() bool { return len(s.Servers()) == 0 })
 	if s.Pick(nil) != nil {
-		t.Error("picked an endpoint of a name that resolves to nothing")
+		t.Error("picked a server of a name that resolves to nothing")
 	}
 	d.Set("127.0.0.3")
-	waitFor(t, func() bool { return slices.Equal(addrs(s.Endpoints()), []string{"127.0.0.3:8000"}) })
+	waitFor(t, func() bool { return slices.Equal(addrs(s.Servers()), []string{"127.0.0.3:8000"}) })
 	ev.mu.Lock()
 	if len(ev.failed) != 0 {
 		t.Errorf("an answer of no address told as a failure: %v", ev.failed)
@@ -239,7 +239,7 @@ func TestResolvedFollowsTheName(t *testing.T) {
 	// A resolution that fails (nothing answers) keeps the set.
 	broken.Store(true)
 	waitFor(t, func() bool { ev.mu.Lock(); defer ev.mu.Unlock(); return len(ev.failed) > 0 })
-	if got := addrs(s.Endpoints()); !slices.Equal(got, []string{"127.0.0.3:8000"}) {
+	if got := addrs(s.Servers()); !slices.Equal(got, []string{"127.0.0.3:8000"}) {
 		t.Errorf("a failed resolution changed the set to %v", got)
 	}
 	cancel()
@@ -263,7 +263,7 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 }
 
-// The proxy's own addresses are never endpoints: a list that names them
+// The proxy's own addresses are never servers: a list that names them
 // leaves them out (told once), a list of nothing else is refused, an
 // answer that holds them leaves them out, told when an answer starts
 // holding them; an address of every interface stands for the host's
@@ -272,8 +272,8 @@ func TestOwnAddressesLeftOut(t *testing.T) {
 	specific := []net.Addr{&net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 8080}, &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 9090}}
 	ev := &events{}
 	s := static(t, Options{MaxLabels: 8, Events: ev, Own: specific}, "http://10.1.2.3:8080", "http://10.1.2.3:8000", "http://10.1.2.4:8080", "http://10.1.2.3:9090")
-	if got, want := addrs(s.Endpoints()), []string{"10.1.2.3:8000", "10.1.2.4:8080"}; !slices.Equal(got, want) {
-		t.Errorf("endpoints %v, want %v", got, want)
+	if got, want := addrs(s.Servers()), []string{"10.1.2.3:8000", "10.1.2.4:8080"}; !slices.Equal(got, want) {
+		t.Errorf("servers %v, want %v", got, want)
 	}
 	if len(ev.leftOut) != 1 || !slices.Equal(ev.leftOut[0], []string{"10.1.2.3:8080", "10.1.2.3:9090"}) {
 		t.Errorf("left out told %v, want the two own addresses once", ev.leftOut)
@@ -320,22 +320,22 @@ func TestOwnAddressesLeftOut(t *testing.T) {
 	go r.Run(ctx)
 	d.Set("127.0.0.1", "127.0.0.2")    // the proxy's own address comes in the answer
 	time.Sleep(100 * time.Millisecond) // several resolutions
-	if got := addrs(r.Endpoints()); !slices.Equal(got, []string{"127.0.0.2:8080"}) {
-		t.Errorf("endpoints %v, want the proxy's own left out", got)
+	if got := addrs(r.Servers()); !slices.Equal(got, []string{"127.0.0.2:8080"}) {
+		t.Errorf("servers %v, want the proxy's own left out", got)
 	}
 	ev.mu.Lock()
 	if len(ev.leftOut) != 1 || !slices.Equal(ev.leftOut[0], []string{"127.0.0.1:8080"}) {
 		t.Errorf("left out told %v, want once, whatever the answers that followed", ev.leftOut)
 	}
 	ev.mu.Unlock()
-	d.Set("127.0.0.1") // nothing but the proxy: no endpoint
-	waitFor(t, func() bool { return len(r.Endpoints()) == 0 })
+	d.Set("127.0.0.1") // nothing but the proxy: no server
+	waitFor(t, func() bool { return len(r.Servers()) == 0 })
 	if _, err := NewResolved(ctx, u, resolver, time.Second, Options{Own: loopback}); !errors.Is(err, ErrOnlyOwn) {
 		t.Errorf("a name of the proxy's own address alone at the start: %v, want ErrOnlyOwn", err)
 	}
 }
 
-// Picking reads the endpoints a fixed number of times whatever was tried,
+// Picking reads the servers a fixed number of times whatever was tried,
 // and allocates nothing: a pool of thousands costs a request microseconds.
 func TestPickIsLinear(t *testing.T) {
 	var raw []string
@@ -343,18 +343,18 @@ func TestPickIsLinear(t *testing.T) {
 		raw = append(raw, fmt.Sprintf("http://10.0.%d.%d:8000", i/250, i%250))
 	}
 	s := static(t, Options{MaxLabels: 8, EjectFor: time.Hour}, raw...)
-	for _, e := range s.Endpoints()[:2400] {
-		s.Refused(e)
+	for _, sv := range s.Servers()[:2400] {
+		s.Refused(sv)
 	}
-	tried := make([]*Endpoint, 0, 3)
+	tried := make([]*Server, 0, 3)
 	if allocs := testing.AllocsPerRun(100, func() {
 		tried = tried[:0]
 		for range 3 {
-			e := s.Pick(tried)
-			if e == nil || slices.Contains(tried, e) || e.ejected(time.Now()) {
-				t.Fatalf("picked %v, tried %d", e, len(tried))
+			sv := s.Pick(tried)
+			if sv == nil || slices.Contains(tried, sv) || sv.ejected(time.Now()) {
+				t.Fatalf("picked %v, tried %d", sv, len(tried))
 			}
-			tried = append(tried, e)
+			tried = append(tried, sv)
 		}
 	}); allocs != 0 {
 		t.Errorf("%v allocations to pick three of 2,500", allocs)
