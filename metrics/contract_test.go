@@ -71,10 +71,10 @@ var contract = []family{
 		"each observation is in exactly one band", coarseBuckets, "every TPOT objective as a bound"}},
 	{"itlproxy_event_delay_seconds", typeHistogram, []string{"endpoint"}, []string{
 		"Time each token-bearing event spent inside the proxy",
-		"from the upstream read that completed it returning to the start of its write to the client"}, []string{
+		"from the bytes of the read that completed it being available to the proxy to the start of their write to the client"}, []string{
 		"what the proxy adds to each token", "the network poller", "itlproxy_client_write_seconds", "every microsecond range"}},
 	{"itlproxy_client_write_seconds", typeHistogram, []string{"endpoint"}, []string{
-		"Time the write of each token-bearing event to the client took"}, []string{
+		"Time each write of a stream's bytes to its client took, from its start to its return"}, []string{
 		"backpressure", "client_write_wait_seconds", "itlproxy_event_delay_seconds"}},
 	{"itlproxy_scheduler_latency_seconds", typeHistogram, nil, []string{
 		"Time the proxy's goroutines waited to run once ready", "as the Go runtime samples it"}, []string{
@@ -280,7 +280,8 @@ func recordEveryFamily(t *testing.T) *prometheus.Registry {
 	// A session whose first turns another proxy served: unjudged.
 	s := m.StartTurn(l, IDs{Request: "r", Session: "elsewhere"}, 4)
 	s.FirstToken(time.Second)
-	s.Forwarded(20*time.Microsecond, 40*time.Microsecond)
+	s.OwnDelay(20 * time.Microsecond)
+	s.ClientWrite(40 * time.Microsecond)
 	m.RequestForwarded(l.Endpoint, 300*time.Microsecond)
 	// A stream balanced to an upstream endpoint.
 	m.UpstreamsChanged([]string{"10.0.0.1:8000"}, nil)

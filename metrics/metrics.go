@@ -94,6 +94,9 @@ type Options struct {
 	NativeBreakdowns bool
 	// Version and Revision are exported by itlproxy_build_info.
 	Version, Revision, GoVersion string
+	// GenAI keeps the families the OTLP push derives the GenAI
+	// conventions' metrics from (genai.go), on GenAIGatherer.
+	GenAI bool
 }
 
 // Metrics is itlproxy's set of collectors and the recorder the proxy
@@ -132,6 +135,9 @@ type Metrics struct {
 	tokensPerEvent *prometheus.HistogramVec
 	itlPerToken    *prometheus.HistogramVec
 
+	// genAI is what the GenAI metrics are derived from, nil without
+	// Options.GenAI.
+	genAI *genAISource
 	// tokensPerResponse observes the counts inputTokens and outputTokens
 	// add, one per response and type, for the OTLP export's
 	// gen_ai.client.token.usage.
@@ -185,6 +191,13 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	buildInfo(r, opts)
 	if r.err != nil {
 		return nil, r.err
+	}
+	if opts.GenAI {
+		g, err := newGenAISource(opts.SLOs, itlBounds(opts.SLOs, opts.StallThreshold))
+		if err != nil {
+			return nil, err
+		}
+		m.genAI = g
 	}
 	for _, label := range m.models.static() {
 		m.admitModel(label)

@@ -106,6 +106,9 @@ type Stream struct {
 	// up is the upstream endpoint the stream was sent to, nil unless the
 	// proxy balances over several (SetUpstream).
 	up *streamUpstream
+	// gen observes the GenAI families, nil until their first use or
+	// without them (genai.go).
+	gen *genAIStream
 
 	// The stream's gaps: how many, the longest and its index (from 1),
 	// what the histograms, the span and the stream recorder all read.
@@ -186,6 +189,9 @@ func (s *Stream) FirstToken(d time.Duration) {
 	if s.up != nil {
 		s.up.ttft.Observe(d.Seconds())
 	}
+	if g := s.genAIObservers(); g != nil {
+		s.observe(g.ttft, d.Seconds(), true)
+	}
 	if s.turn > 0 {
 		s.m.ttftByTurn.WithLabelValues(s.labels.Model, turnBands[bandOf(turnBands, s.turn)].label).Observe(d.Seconds())
 	}
@@ -222,7 +228,11 @@ type Notable struct{ Stall, OverObjective bool }
 // stream sets one or two, not one per new maximum.
 func (s *Stream) GapInFlight(d time.Duration, tokens, inFlight int64) Notable {
 	s.gaps++
-	s.observe(s.itl, d.Seconds(), s.gaps == 1 || float64(d) > exemplarStep*float64(s.maxGap))
+	exemplar := s.gaps == 1 || float64(d) > exemplarStep*float64(s.maxGap)
+	s.observe(s.itl, d.Seconds(), exemplar)
+	if g := s.genAIObservers(); g != nil {
+		s.observe(g.itl, d.Seconds(), exemplar)
+	}
 	if tokens > 0 {
 		s.byLoad.perTokenObserver().Observe(d.Seconds() / float64(tokens))
 	}
@@ -300,6 +310,9 @@ func (s *Stream) End(e StreamEnd) {
 	m, l := s.m, s.labels
 	if e.TPOT >= 0 {
 		m.tpot.WithLabelValues(l.Model, l.Endpoint).Observe(e.TPOT.Seconds())
+		if m.genAI != nil {
+			m.genAI.tpot.WithLabelValues(l.Model, l.Endpoint, s.ids.Upstream).Observe(e.TPOT.Seconds())
+		}
 		m.tpotByContext.WithLabelValues(l.Model, l.Endpoint, contextBand(e.InputTokens)).Observe(e.TPOT.Seconds())
 		s.slo.judge(kindTPOT, e.TPOT)
 	}

@@ -80,6 +80,7 @@ func (s *Stream) SetUpstream(label string) {
 		s.leaveUpstream()
 	}
 	s.ids.Upstream = label
+	s.gen = nil // resolved again, for label
 	m.up.mu.Lock()
 	// The series are made with the lock held, so that an endpoint
 	// forgotten meanwhile cannot delete them under the stream.
@@ -177,6 +178,7 @@ func (m *Metrics) forgetUpstream(label string) {
 	m.up.itl.DeletePartialMatch(match)
 	m.up.streams.DeletePartialMatch(match)
 	m.up.ejections.DeletePartialMatch(match)
+	m.genAI.forget(label)
 }
 
 // UpstreamResolveFailed counts a resolution of the upstream's name that

@@ -34,7 +34,7 @@ import (
 // handler runs.
 
 // blockedRead is how long a read must take to count as one that waited
-// for the client's bytes.
+// for its bytes, the client's here, the upstream's in forwarding.go.
 const blockedRead = 100 * time.Microsecond
 
 // Listener returns ln with each connection it accepts timed, for the

@@ -185,19 +185,30 @@ func TestBusyProxyCharged(t *testing.T) {
 }
 
 // TestSlowReaderWaitsInTheWrite: a client that stops reading for 500 ms
-// mid-stream makes the proxy's writes wait, once the sockets between them
-// are full: the wait is in the client write histogram and in the stream's
-// record (its client write wait), while every event's own delay inside
-// the proxy stays under a millisecond.
+// mid-stream of 8 KiB events (a 16 KiB send buffer on the proxy's side,
+// and on the client's a 16 KiB receive buffer read 4 KiB at a time) makes
+// the proxy's writes wait,
+// once the sockets between them are full: every write of the stream's
+// bytes is counted once, whatever the reads held (the first parts of an
+// event, several events), so most of the pause is in the client write
+// histogram and in the stream's record, which is the histogram's sum and
+// never more than the stream lasted; every event's own delay inside the
+// proxy stays under a millisecond. The upstream sends each event in two
+// writes, its line and then the blank line that ends it, so that most
+// reads complete no event.
 func TestSlowReaderWaitsInTheWrite(t *testing.T) {
 	const events, pause = 32, 500 * time.Millisecond
 	rec := recorder.New(recorder.Options{Last: 10, MaxGaps: 256})
 	h := newHarness(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
-		chunk := []byte(`data: {"choices":[{"index":0,"delta":{"content":"` + strings.Repeat("a", 4000) + `"}}]}` + "\n\n")
-		chunks := make([][]byte, events)
-		for i := range chunks {
-			chunks[i] = chunk
+		head := `data: {"choices":[{"index":0,"delta":{"content":"`
+		tail := `"}}]}` + "\n\n"
+		event := head + strings.Repeat("a", 8<<10-len(head)-len(tail)) + tail
+		chunks := [][]byte{[]byte(`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}` + "\n\n")}
+		for range events {
+			// As a server whose writes split events: the event's line, then
+			// the blank line that ends it.
+			chunks = append(chunks, []byte(event[:len(event)-1]), []byte("\n"))
 		}
 		writeChunks(w, r, append(chunks, []byte("data: [DONE]\n\n")), nil)
 	}), func(c *Config, _ *metrics.Options) { c.Recorder = rec })
@@ -217,7 +228,7 @@ func TestSlowReaderWaitsInTheWrite(t *testing.T) {
 		len(arrivalBody), arrivalBody); err != nil {
 		t.Fatal(err)
 	}
-	br := bufio.NewReaderSize(c, 1<<10)
+	br := bufio.NewReaderSize(c, 4<<10)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -235,8 +246,8 @@ func TestSlowReaderWaitsInTheWrite(t *testing.T) {
 
 	fs := h.metrics()
 	n, wrote := fs.Histogram("itlproxy_client_write_seconds", "endpoint", "chat_completions")
-	if n != events || time.Duration(wrote*float64(time.Second)) < pause*8/10 {
-		t.Errorf("client writes: %d observations, %.3fs in all; want %d, and most of the %v pause", n, wrote, events, pause)
+	if n == 0 || time.Duration(wrote*float64(time.Second)) < pause*6/10 {
+		t.Errorf("client writes: %d observations, %.3fs in all; want at least %v of the %v pause", n, wrote, pause*6/10, pause)
 	}
 	delay := fs.Buckets("itlproxy_event_delay_seconds", "endpoint", "chat_completions")
 	underMillisecond := uint64(0)
@@ -252,8 +263,14 @@ func TestSlowReaderWaitsInTheWrite(t *testing.T) {
 	if e == nil {
 		t.Fatal("the stream is not recorded")
 	}
-	if e.ClientWriteWait < pause*8/10 || (e.ClientWriteWait-time.Duration(wrote*float64(time.Second))).Abs() > time.Millisecond {
-		t.Errorf("the stream's record: %+v; want its client write wait, most of the %v pause, as the histogram's sum %.3fs", e, pause, wrote)
+	// The upstream sends as fast as it can: from its first bytes on, the
+	// proxy spends the stream writing to the client, the pause and the
+	// slow reading after it (small windows), and the sum of its writes is
+	// most of the stream's duration.
+	if e.ClientWriteWait < pause*6/10 || e.ClientWriteWait < e.Duration*7/10 || e.ClientWriteWait > e.Duration ||
+		(e.ClientWriteWait-time.Duration(wrote*float64(time.Second))).Abs() > time.Millisecond {
+		t.Errorf("the stream's record: write wait %v of a %v stream; want at least %v of the %v pause and 70%% of the stream, "+
+			"no more than the stream lasted, and the histogram's sum %.3fs", e.ClientWriteWait, e.Duration, pause*6/10, pause, wrote)
 	}
-	t.Logf("client writes %.3fs in all; own delay %.6fs in all; recorded write wait %v", wrote, delay.Sum, e.ClientWriteWait)
+	t.Logf("%d client writes, %.3fs in all; own delay %.6fs in all; recorded write wait %v of %v", n, wrote, delay.Sum, e.ClientWriteWait, e.Duration)
 }

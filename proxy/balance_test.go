@@ -100,7 +100,7 @@ func TestRefusedServerRetriedElsewhere(t *testing.T) {
 	// As the command's events tell the metrics the set.
 	var labels []string
 	for _, sv := range set.Servers() {
-		labels = append(labels, sv.Label)
+		labels = append(labels, sv.Label())
 	}
 	h.rec.UpstreamsChanged(labels, nil)
 	const n = 8
@@ -213,7 +213,7 @@ func TestRefusingPoolBounded(t *testing.T) {
 		c.Upstream, c.Servers = urls[0], set
 	})
 	// The proxy's events, on its metrics and its log, as the command's.
-	ev.Events = UpstreamEvents(h.rec, zap.New(h.logCore))
+	ev.Events = UpstreamEvents(h.rec, zap.New(h.logCore), nil)
 	ev.Resolved(set.Servers(), nil)
 	const n = 10
 	for range n {

@@ -131,3 +131,43 @@ func BenchmarkPassthroughRead(b *testing.B) {
 		}
 	}
 }
+
+// discardWriter is a client's writer that takes every byte at once.
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+func (w *discardWriter) Flush()                      {}
+
+// BenchmarkForwardRead is BenchmarkPassthroughRead with each read's bytes
+// written to the client as httputil.ReverseProxy writes them (through the
+// exchange's clientWriter, then a flush): the stamps of each read's way
+// through the proxy, its own delay and its write, and the measuring of
+// the read before. Reported per read, one event each.
+func BenchmarkForwardRead(b *testing.B) {
+	src := &bytes.Reader{}
+	raw := streamtest.Read(b, "vllm_chat_usage.sse")
+	evs := streamtest.Events(string(raw))
+	p := meteredProxy(b, false)
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	ex := p.newExchange(r, request{t0: time.Now(), labels: p.metrics.RequestLabels("m", "chat_completions", "", ""),
+		endpoint: events.ChatCompletions, route: "/v1/chat/completions", model: "m", wantStream: true})
+	ex.events = newEventMeter(io.NopCloser(src), &ex.sink, events.ChatCompletions, 1<<20, true, nil)
+	ex.writer = clientWriter{ResponseWriter: &discardWriter{h: http.Header{}}, ex: ex}
+	buf := make([]byte, 32<<10)
+	b.SetBytes(int64(len(raw)) / int64(len(evs)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		src.Reset(evs[i%len(evs)])
+		n, err := ex.events.Read(buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ex.writer.Write(buf[:n]); err != nil {
+			b.Fatal(err)
+		}
+		ex.writer.Flush()
+	}
+}

@@ -1,14 +1,11 @@
 package proxy
 
-import (
-	"net/http"
-	"time"
-)
+import "net/http"
 
 // clientWriter is the client's response writer as the reverse proxy
-// writes through it: for an event stream, it notes when the write of each
-// read's bytes to the client begins (eventMeter.forwarding), which the
-// stream's own delay ends at and its client write starts at. It keeps
+// writes through it: for an event stream, it notes when each write to the
+// client begins (eventMeter.writing), which the own delay of the read
+// whose bytes it carries ends at (forwarding.go). It keeps
 // Flush and Unwrap, so that the reverse proxy's flushes, full duplex and
 // upgrades reach the server's writer.
 type clientWriter struct {
@@ -18,7 +15,7 @@ type clientWriter struct {
 
 func (w *clientWriter) Write(p []byte) (int, error) {
 	if m := w.ex.events; m != nil {
-		m.forwarding()
+		m.writing()
 	}
 	return w.ResponseWriter.Write(p)
 }
@@ -33,12 +30,3 @@ func (w *clientWriter) Flush() { _ = w.FlushError() }
 
 // Unwrap returns the server's writer, for http.ResponseController.
 func (w *clientWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// forwarding notes that the write of the held read's bytes to the client
-// begins now; a second write of the same read (a transformation that
-// splits it) keeps the first's time.
-func (m *eventMeter) forwarding() {
-	if m.held != nil && m.heldAt.Forwarded.IsZero() {
-		m.heldAt.Forwarded = time.Now()
-	}
-}

@@ -24,9 +24,10 @@ import (
 // upstream, on the same goroutine (measureHeld). Every stamp is the
 // read's own, so every gap is exactly as long as if it were measured at
 // once; an observation lags its read by the time the client's write
-// takes. The stamp also notes when the write to the client began
-// (clientWriter) and when it returned (when the next read is asked for):
-// each token-bearing event's time inside the proxy and its write.
+// takes. What the proxy adds on the way, the read's own delay and each
+// write to the client, is timed by the stream's forwardClock
+// (forwarding.go), whose stamps the meter and the client's writer note
+// and the meter consumes.
 type eventMeter struct {
 	rc   io.ReadCloser // the upstream's body
 	sink *sink
@@ -38,10 +39,11 @@ type eventMeter struct {
 	tally   events.Tally
 
 	// held is the last read, forwarded and not yet measured (a pooled
-	// buffer, nil when there is none), and heldAt its stamp, its write's
-	// times noted as it is written.
+	// buffer, nil when there is none), and heldAt its stamp.
 	held   *[]byte
 	heldAt events.Stamp
+	// clock times the reads' and the writes' way through the proxy.
+	clock forwardClock
 }
 
 // newEventMeter returns the meter of body, an event stream of endpoint's
@@ -57,12 +59,17 @@ func newEventMeter(body io.ReadCloser, s *sink, endpoint events.Endpoint, maxEve
 }
 
 func (m *eventMeter) Read(p []byte) (int, error) {
-	m.measureHeld(time.Time{})
+	turned := time.Now()
+	m.turn(turned)
+	issued := turned
+	if m.measureHeld() {
+		issued = time.Now()
+	}
 	m.awaitUpstream()
 	n, err := m.rc.Read(p)
 	m.upstreamAnswered()
 	if n > 0 {
-		m.hold(p[:n])
+		m.hold(p[:n], turned, issued)
 	}
 	if err != nil && m.readErr == nil {
 		m.readErr = err
@@ -92,12 +99,15 @@ func (m *eventMeter) upstreamAnswered() {
 }
 
 // hold stamps a read of the stream and holds its bytes to be measured
-// once they have been forwarded.
-func (m *eventMeter) hold(p []byte) {
+// once they have been forwarded; the proxy turned to the upstream for it
+// at turned and issued it at issued.
+func (m *eventMeter) hold(p []byte, turned, issued time.Time) {
 	if m.scan == nil {
 		return
 	}
-	m.heldAt = events.Stamp{At: time.Now(), Load: m.sink.stream.InFlight()}
+	now := time.Now()
+	m.clock.read(turned, issued, now)
+	m.heldAt = events.Stamp{At: now, Load: m.sink.stream.InFlight()}
 	if m.held == nil {
 		m.held = heldReads.Get().(*[]byte)
 	}
@@ -110,31 +120,43 @@ func (m *eventMeter) hold(p []byte) {
 var heldReads = sync.Pool{New: func() any { b := make([]byte, 0, 1<<10); return &b }}
 
 // measureHeld measures the read held since the last one, if any: its
-// bytes have gone to the client by now, and their write returned at now
-// (zero: read the clock, when the write began).
-func (m *eventMeter) measureHeld(now time.Time) {
+// bytes have gone to the client by now. It reports whether there was one.
+func (m *eventMeter) measureHeld() bool {
 	if m.held == nil {
-		return
-	}
-	if !m.heldAt.Forwarded.IsZero() {
-		if now.IsZero() {
-			now = time.Now()
-		}
-		m.heldAt.Written = now
+		return false
 	}
 	m.scan.Write(*m.held, m.heldAt)
 	heldReads.Put(m.held)
 	m.held = nil
+	return true
 }
 
-// drain measures the read still held, whose write returned by at: what
-// the end reads is then complete. When reading the stream ended, it ends
-// the scanner too, which counts a stream cut in the middle of an event.
+// turn notes that the proxy turns back to the upstream, or ends, at now:
+// the write to the client in progress has returned.
+func (m *eventMeter) turn(now time.Time) {
+	if d, ok := m.clock.turn(now); ok {
+		m.sink.clientWrite(d)
+	}
+}
+
+// writing notes that a write of the stream's bytes to the client begins
+// now (clientWriter).
+func (m *eventMeter) writing() {
+	if d, ok := m.clock.write(time.Now()); ok {
+		m.sink.clientWrite(d)
+	}
+}
+
+// drain measures the read still held, at the stream's end at at, when
+// the last write to the client has returned: what the end reads is then
+// complete. When reading the stream ended, it ends the scanner too, which
+// counts a stream cut in the middle of an event.
 func (m *eventMeter) drain(at time.Time) {
+	m.turn(at)
 	if m.scan == nil {
 		return
 	}
-	m.measureHeld(at)
+	m.measureHeld()
 	if m.readErr != nil && m.scan.End() && m.readErr == io.EOF {
 		m.sink.parseFailure(metrics.ParseTruncated)
 	}
@@ -159,8 +181,8 @@ func (m *eventMeter) onEvent(e events.Event, at events.Stamp) {
 	} else {
 		m.sink.gap(tok.Gap, tok.Tokens, at.At, at.Load)
 	}
-	if delay, write, ok := at.Forwarding(); ok {
-		m.sink.forwarded(delay, write)
+	if d, ok := m.clock.ownDelay(); ok {
+		m.sink.ownDelay(d)
 	}
 	if tok.Tokens > 0 {
 		m.sink.eventTokens(tok.Tokens)
@@ -177,6 +199,7 @@ func (m *eventMeter) end(e *responseEnd) {
 	}
 	t := &m.tally
 	e.usage = usage{input: t.Input, output: t.Output}
+	e.reported = e.usage
 	if e.usage.output < 0 && m.scan != nil {
 		e.usage.output = t.Events
 	}

@@ -19,7 +19,8 @@ import (
 // request is what the proxy knows of a request when its exchange starts:
 // the one value an exchange is built from.
 type request struct {
-	// t0 is when its headers had been received.
+	// t0 is when its first bytes reached the proxy, as closely as the
+	// proxy knows it (arrival.go).
 	t0     time.Time
 	labels metrics.Labels
 	// endpoint is the API whose reader measures the response; Other for a
@@ -43,7 +44,7 @@ type request struct {
 	body *heldBody
 }
 
-// exchange follows one proxied request from its headers (t0) to the end of
+// exchange follows one proxied request from its t0 to the end of
 // its response and records it: the response's reader (an eventMeter or a
 // jsonBody) measures the response into the sink, and at the end the
 // exchange decides how it ended and has the sink record it. All its
@@ -80,10 +81,10 @@ type exchange struct {
 	// its requests in flight until it ends.
 	upstream *upstream.Server
 	// trace hears from the transport when the request has been written
-	// to the upstream (wroteRequest), and written is then how long after
-	// t0 it was, 0 before: the request leg.
-	trace   httptrace.ClientTrace
-	written atomic.Int64
+	// to the upstream (wroteRequest), which observes the request leg;
+	// legObserved: it has been.
+	trace       httptrace.ClientTrace
+	legObserved atomic.Bool
 }
 
 type exchangeKey struct{}
@@ -221,9 +222,6 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 	streaming := ex.sink.stream != nil
 	duration := end.Sub(ex.req.t0)
 	ex.metrics.Request(ex.req.labels, streaming, ex.code, duration)
-	if leg := ex.written.Load(); leg > 0 {
-		ex.metrics.RequestForwarded(ex.req.labels.Endpoint, time.Duration(leg))
-	}
 	if ex.upstream != nil {
 		ex.upstream.Release()
 	}
@@ -236,11 +234,15 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 }
 
 // wroteRequest notes that the request has been written to the upstream,
-// on the transport's goroutine: the request leg ends. A request retried on
-// a fresh connection ends it at its last write.
+// on the transport's goroutine: the request leg ends, and is observed at
+// once, while the response is still to come. A request the transport
+// sends again, after a write that failed (nothing of it reached the
+// upstream), ends it at the write that succeeded; one whose connection
+// closed before any response (only a request that can be replayed is
+// sent again then) at its first.
 func (ex *exchange) wroteRequest(info httptrace.WroteRequestInfo) {
-	if info.Err == nil {
-		ex.written.Store(int64(max(time.Since(ex.req.t0), 1)))
+	if info.Err == nil && ex.legObserved.CompareAndSwap(false, true) {
+		ex.metrics.RequestForwarded(ex.req.labels.Endpoint, max(time.Since(ex.req.t0), 1))
 	}
 }
 

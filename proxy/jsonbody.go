@@ -72,7 +72,7 @@ func (b *jsonBody) parse() {
 // end adds what the body said to e: its usage, model and timing, where
 // the body's figure wins over the headers'.
 func (b *jsonBody) end(e *responseEnd) {
-	e.usage = b.usage
+	e.usage, e.reported = b.usage, b.usage
 	e.model = b.model
 	e.engine = e.engine.over(b.engine)
 }

@@ -40,7 +40,7 @@ func (p *Proxy) realtime(w http.ResponseWriter, r *http.Request) {
 	}
 	ex := p.newExchange(r, request{t0: t0, labels: p.labels(r, model, events.Realtime), endpoint: events.Realtime,
 		route: realtimePath, model: model})
-	c := &realtimeConn{p: p, ex: ex}
+	c := &realtimeConn{p: p, ex: ex, writes: p.metrics.WriteObserver(ex.req.labels.Endpoint)}
 	defer c.close()
 	p.forward(w, r.WithContext(context.WithValue(r.Context(), realtimeKey{}, c)), ex)
 }
@@ -57,6 +57,9 @@ type realtimeConn struct {
 	// session is the session id of the connection's responses: the
 	// request's, else the connection's own request id.
 	session string
+	// writes observes the connection's writes to the client that carried
+	// its responses' events, each once.
+	writes metrics.WriteObserver
 }
 
 // upgraded wraps the body of the upstream's 101 response, the upstream
@@ -138,7 +141,7 @@ func (c *realtimeConn) Start(s realtime.Start) realtime.ResponseObserver {
 	}
 	r.sink = newSink(ex.metrics, ex.req.labels, ids, s.At, 0, c.p.cfg.Recorder, r.span)
 	if ex.upstream != nil {
-		r.sink.setUpstream(ex.upstream.Label)
+		r.sink.setUpstream(ex.upstream.Label())
 	}
 	r.sink.readEvents()
 	return r
@@ -152,8 +155,12 @@ func (r *realtimeResponse) Gap(d time.Duration, at time.Time) {
 	r.sink.gap(d, 0, at, r.sink.stream.InFlight())
 }
 
-// Forwarded records how a delta went through the proxy.
-func (r *realtimeResponse) Forwarded(delay, write time.Duration) { r.sink.forwarded(delay, write) }
+// OwnDelay records the time a delta spent inside the proxy.
+func (r *realtimeResponse) OwnDelay(d time.Duration) { r.sink.ownDelay(d) }
+
+// Wrote observes a write to the client that carried responses' events;
+// each response sums its own (realtime.End.ClientWriteWait).
+func (c *realtimeConn) Wrote(d time.Duration) { c.writes.Wrote(d) }
 
 // End records how the response ended, on its sink, and ends its span.
 func (r *realtimeResponse) End(e realtime.End) {
@@ -161,6 +168,11 @@ func (r *realtimeResponse) End(e realtime.End) {
 	end.stream = metrics.StreamEnd{Outcome: realtimeOutcomes[e.Outcome], TPOT: e.TPOT, AverageTokens: e.AverageTokens,
 		Events: e.Deltas, OutputTokens: e.OutputTokens, InputTokens: e.InputTokens}
 	end.usage = usage{input: e.InputTokens, output: e.OutputTokens}
+	end.reported = usage{input: e.InputTokens, output: -1}
+	if e.UsageReported {
+		end.reported.output = e.OutputTokens
+	}
+	r.sink.addWriteWait(e.ClientWriteWait)
 	r.sink.end(end, e.At)
 	if r.span == nil {
 		return

@@ -111,10 +111,16 @@ func (s *sink) gap(d time.Duration, tokens int64, at time.Time, load int64) {
 	s.notable.add(s.stream.Gaps().Count, d, at, n)
 }
 
-// forwarded records how a token-bearing event went through the proxy:
-// delay inside it, from the read that completed it to the start of its
-// write to the client, and the write's own time.
-func (s *sink) forwarded(delay, write time.Duration) { s.stream.Forwarded(delay, write) }
+// ownDelay records the own delay of a token-bearing event
+// (forwarding.go).
+func (s *sink) ownDelay(d time.Duration) { s.stream.OwnDelay(d) }
+
+// clientWrite records one write of the stream's bytes to its client.
+func (s *sink) clientWrite(d time.Duration) { s.stream.ClientWrite(d) }
+
+// addWriteWait adds to the stream's total writes to its client observed
+// by its connection (a Realtime response's).
+func (s *sink) addWriteWait(d time.Duration) { s.stream.AddWriteWait(d) }
 
 // eventTokens records the tokens one token-bearing event carried, when
 // the upstream reports them per event.
@@ -134,8 +140,10 @@ type responseEnd struct {
 	stream metrics.StreamEnd
 	// usage is the tokens to count: the reported usage, the output of an
 	// event stream read without any counted as its token-bearing events;
-	// -1 when unknown.
-	usage usage
+	// -1 when unknown. reported is the usage as the upstream reported it,
+	// -1 each when it did not: all the GenAI conventions' token usage may
+	// carry.
+	usage, reported usage
 	// engine is the upstream's own timing of the response, where reported.
 	engine engineTimes
 	// model is the model the response named, "" when it named none.
@@ -144,7 +152,7 @@ type responseEnd struct {
 
 // newResponseEnd is the end of a response of which nothing was read.
 func newResponseEnd() responseEnd {
-	return responseEnd{usage: noUsage, stream: metrics.StreamEnd{TPOT: -1}}
+	return responseEnd{usage: noUsage, reported: noUsage, stream: metrics.StreamEnd{TPOT: -1}}
 }
 
 // end records how the response ended, at at: its stream (outcome, TPOT,
@@ -154,6 +162,7 @@ func newResponseEnd() responseEnd {
 func (s *sink) end(e responseEnd, at time.Time) {
 	// The tokens first: a stream counted as ended has its tokens counted.
 	s.metrics.Tokens(s.labels, e.usage.input, e.usage.output)
+	s.metrics.ReportedTokens(s.labels, s.upstream, e.reported.input, e.reported.output)
 	s.metrics.Engine(s.labels, e.engine.tpot, e.engine.ttft, e.stream.TPOT)
 	if s.stream != nil {
 		s.stream.End(e.stream)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/http"
 	"sync"
 	"time"
 
@@ -15,9 +16,14 @@ import (
 // resolutions that failed and the answers of no address (each logged once
 // per outage: the first, then the one that ends it), the proxy's own
 // addresses left out, and the servers set aside (each counted, logged
-// every refusalLogEvery at most).
-func UpstreamEvents(m *metrics.Metrics, log *zap.Logger) upstream.Events {
-	return &upstreamEvents{m: m, log: log, refusals: logLimit{every: refusalLogEvery}}
+// every refusalLogEvery at most). The idle connections of rt (the
+// proxy's transport, when it can close one server's: transport.Lean) to
+// a server that leaves the set are closed then: a pod taken out of a
+// Service, or scaled away, keeps no socket.
+func UpstreamEvents(m *metrics.Metrics, log *zap.Logger, rt http.RoundTripper) upstream.Events {
+	u := &upstreamEvents{m: m, log: log, refusals: logLimit{every: refusalLogEvery}}
+	u.idle, _ = rt.(idleCloser)
+	return u
 }
 
 // refusalLogEvery bounds the lines of servers that refuse connections: a
@@ -25,9 +31,13 @@ func UpstreamEvents(m *metrics.Metrics, log *zap.Logger) upstream.Events {
 // were not logged, while itlproxy_upstream_ejections_total counts each.
 const refusalLogEvery = 10 * time.Second
 
+// idleCloser closes the idle connections to one server.
+type idleCloser interface{ CloseIdleConnectionsTo(addr string) }
+
 type upstreamEvents struct {
 	m        *metrics.Metrics
 	log      *zap.Logger
+	idle     idleCloser // nil: none to close
 	refusals logLimit
 
 	mu      sync.Mutex
@@ -37,6 +47,11 @@ type upstreamEvents struct {
 
 func (u *upstreamEvents) Resolved(servers, removed []*upstream.Server) {
 	u.m.UpstreamsChanged(labelsOf(servers), labelsOf(removed))
+	if u.idle != nil {
+		for _, sv := range removed {
+			u.idle.CloseIdleConnectionsTo(sv.Addr)
+		}
+	}
 	u.mu.Lock()
 	recovered := u.failing || u.empty && len(servers) > 0
 	emptied := len(servers) == 0 && len(removed) > 0 // then none are removed until it is not
@@ -68,7 +83,7 @@ func (u *upstreamEvents) ResolveFailed(err error) {
 }
 
 func (u *upstreamEvents) Ejected(sv *upstream.Server, d time.Duration) {
-	u.m.UpstreamEjected(sv.Label)
+	u.m.UpstreamEjected(sv.Label())
 	if ok, skipped := u.refusals.allow(time.Now()); ok {
 		u.log.Warn("an upstream server refused a connection: set aside", zap.String("upstream", sv.Addr), zap.Duration("for", d),
 			zap.Int("refusals_since_last_logged", skipped))
@@ -78,7 +93,7 @@ func (u *upstreamEvents) Ejected(sv *upstream.Server, d time.Duration) {
 func labelsOf(servers []*upstream.Server) []string {
 	out := make([]string, 0, len(servers))
 	for _, sv := range servers {
-		out = append(out, sv.Label)
+		out = append(out, sv.Label())
 	}
 	return out
 }

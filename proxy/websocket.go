@@ -57,18 +57,27 @@ func (t *wsTee) copy(dst io.Writer, src io.Reader, from realtime.Side) (int64, e
 	}
 	buf := make([]byte, wsCopyBuffer)
 	var written int64
+	// turned is when the copy last turned back to the upstream, as its
+	// write to the client returned, before it measured (forwarding.go).
+	var turned, issued time.Time
 	for {
+		if from == realtime.Server {
+			issued = time.Now()
+		}
 		n, rerr := src.Read(buf)
 		if n > 0 {
-			t.conn.Arrived(from, buf[:n], time.Now())
+			now := time.Now()
+			t.conn.Arrived(from, buf[:n], now)
 			var fw realtime.Written
 			if from == realtime.Server {
-				// The upstream's deltas: their write to the client is timed.
+				// The upstream's deltas: their way to the client is timed.
+				fw.Available = availableAt(turned, issued, now)
 				fw.Start = time.Now()
 			}
 			w, werr := dst.Write(buf[:n])
 			if from == realtime.Server {
 				fw.End = time.Now()
+				turned = fw.End
 			}
 			t.conn.Measure(from, fw)
 			written += int64(w)

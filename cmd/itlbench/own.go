@@ -45,9 +45,9 @@ type ownAccount struct {
 	Endpoint string `json:"endpoint"`
 	Method   string `json:"method"`
 	// EventDelay is each token-bearing event's time inside the proxy, from
-	// the upstream read that completed it to the start of its write.
+	// its bytes being available to the proxy to the start of their write.
 	EventDelay ownFigures `json:"event_delay"`
-	// ClientWrite is each token-bearing event's write to the client.
+	// ClientWrite is each write of a stream's bytes to the client.
 	ClientWrite ownFigures `json:"client_write"`
 	// SchedulerLatency is the runtime's sample of the time the process's
 	// goroutines waited to run once ready: what comes before a read

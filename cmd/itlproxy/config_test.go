@@ -42,6 +42,7 @@ func TestConfigDefaults(t *testing.T) {
 		SessionTTL:              30 * time.Minute,
 		SessionDegradeFactor:    2,
 		UpstreamResolveInterval: 5 * time.Second,
+		UpstreamDNSLookupFamily: "v4_preferred",
 		UpstreamMaxEndpoints:    64,
 		RecorderStreams:         1000,
 		RecorderSlowest:         100,
@@ -126,6 +127,12 @@ var configErrorCases = []struct {
 		name: "upstream not a URL",
 		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "http://[::1"},
 		want: []string{`ITLPROXY_UPSTREAM_URL="(unparsable URL)": not a URL`},
+	},
+	{
+		name: "a name's addresses of an unknown family",
+		env: map[string]string{"ITLPROXY_UPSTREAM_URL": "http://llm.test:8000", "ITLPROXY_UPSTREAM_RESOLVE": "dns",
+			"ITLPROXY_UPSTREAM_DNS_LOOKUP_FAMILY": "v4"},
+		want: []string{`ITLPROXY_UPSTREAM_DNS_LOOKUP_FAMILY="v4": must be v4_preferred, auto, v4_only, v6_only or all`},
 	},
 	{
 		name: "tracing",

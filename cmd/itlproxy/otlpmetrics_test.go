@@ -2,12 +2,15 @@ package main
 
 import (
 	"encoding/hex"
+	"fmt"
 	"math"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -355,4 +358,76 @@ func total(m *metricspb.Metric) float64 {
 		n += p.GetAsDouble()
 	}
 	return n
+}
+
+// TestOTLPGenAIByServer: with two upstreams in a list, each reporting no
+// usage (an OpenAI-compatible server without stream_options.include_usage,
+// and no injection), the GenAI points carry the server that served their
+// streams, each with that server's count of streams, and there is no
+// gen_ai.client.token.usage: the conventions ask an instrumentation that
+// cannot obtain the count not to report it. The families the push derives
+// them from are not pushed themselves.
+func TestOTLPGenAIByServer(t *testing.T) {
+	var served [2]atomic.Int64
+	var ports [2]string
+	var urls []string
+	for i := range served {
+		h := scheduledUpstream{schedule: fixedSchedule(5*ms, 2*ms, 2*ms), prompt: func(string) prompt { return prompt{none: true} }}
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			served[i].Add(1)
+			h.ServeHTTP(w, r)
+		}))
+		defer up.Close()
+		u, _ := url.Parse(up.URL)
+		ports[i] = u.Port()
+		urls = append(urls, up.URL)
+	}
+	var rc metricReceiver
+	recvSrv := httptest.NewServer(&rc)
+	t.Cleanup(recvSrv.Close) // after the instance's own cleanup: its last export reaches it
+	in := start(t, nil, map[string]string{
+		"ITLPROXY_UPSTREAM_URL":               strings.Join(urls, ","),
+		"OTEL_METRICS_EXPORTER":               "prometheus,otlp",
+		"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": recvSrv.URL + "/v1/metrics",
+		"OTEL_METRIC_EXPORT_INTERVAL":         "100",
+		"OTEL_TRACES_SAMPLER":                 "always_off",
+	})
+	const streams = 10
+	for i := range streams {
+		stream(t, in.proxy, "m", fmt.Sprintf("r%d", i))
+	}
+	waitEnded(t, in, "m", streams)
+	if served[0].Load() == 0 || served[1].Load() == 0 {
+		t.Fatalf("streams by server %d and %d: want both to have served", served[0].Load(), served[1].Load())
+	}
+	ttft := "gen_ai.client.operation.time_to_first_chunk"
+	p := rc.waitPush(t, "a push with every stream's first chunk", 10*time.Second, func(p pushed) bool {
+		var n uint64
+		for _, pt := range p.metrics[ttft].GetExponentialHistogram().GetDataPoints() {
+			n += pt.Count
+		}
+		return n == streams
+	})
+	for i, port := range ports {
+		want := map[string]string{"server.address": "127.0.0.1", "server.port": port, "gen_ai.request.model": "m"}
+		for name, per := range map[string]uint64{
+			ttft: 1, "gen_ai.client.operation.time_per_output_chunk": 2, "gen_ai.server.time_per_output_token": 1,
+		} {
+			pt := expPoint(p.metrics[name], want)
+			if pt == nil || pt.Count != per*uint64(served[i].Load()) {
+				t.Errorf("%s of server %s: %v; want %d observations, %d per stream it served", name, port, pt, per*uint64(served[i].Load()), per)
+			}
+		}
+	}
+	for i := range rc.count() {
+		for name := range rc.read(i).metrics {
+			if name == "gen_ai.client.token.usage" || strings.HasPrefix(name, "itlproxy_genai_") {
+				t.Errorf("push %d carries %s", i, name)
+			}
+		}
+	}
+	// itlproxy's own families keep their fallback: the events counted.
+	if n := in.scrape().Value("itlproxy_output_tokens_total", "model", "m"); n != 3*streams {
+		t.Errorf("itlproxy_output_tokens_total %v, want the %d token-bearing events", n, 3*streams)
+	}
 }

@@ -91,6 +91,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		Version:          version,
 		Revision:         buildRevision(),
 		GoVersion:        runtime.Version(),
+		GenAI:            pushesMetrics(cfg.Config),
 	})
 	if err != nil {
 		return err
@@ -197,7 +198,8 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	}
 	closeListeners := func() { proxyLn.Close(); adminLn.Close() }
 	urls := s.cfg.upstreamURLs() // validated already
-	servers, err := s.cfg.servers(ctx, proxy.UpstreamEvents(s.rec, s.log.Named("upstream")), []net.Addr{proxyLn.Addr(), adminLn.Addr()})
+	rt := transport.NewLean(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS)
+	servers, err := s.cfg.servers(ctx, proxy.UpstreamEvents(s.rec, s.log.Named("upstream"), rt), []net.Addr{proxyLn.Addr(), adminLn.Addr()})
 	if err != nil {
 		closeListeners()
 		return err
@@ -206,7 +208,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		go servers.Run(ctx)
 	}
 	s.warnAtStart()
-	p := s.newProxy(urls[0], servers)
+	p := s.newProxy(urls[0], servers, rt)
 	stopBeside, err := s.startBeside(urls[0])
 	if err != nil {
 		closeListeners()
@@ -273,12 +275,19 @@ func (s *server) startBeside(upstream *url.URL) (stop func(), err error) {
 	return func() { stopReload(); stopPush() }, nil
 }
 
+// pushesMetrics reports whether the configuration pushes the metrics over
+// OTLP, and so the GenAI conventions' metrics derived from them.
+func pushesMetrics(cfg telemetry.Config) bool {
+	endpoint, _ := cfg.MetricsEndpoint()
+	return endpoint != ""
+}
+
 // pushMetrics starts pushing the registry's metrics over OTLP when the
 // configuration asks for it, and returns what makes the last push and
 // stops them.
 func (s *server) pushMetrics(upstream *url.URL) (stop func(), err error) {
 	m, err := telemetry.StartMetrics(s.cfg.Config, telemetry.MetricsOptions{
-		Gatherer: s.reg, Registerer: s.reg, Version: version, Log: s.log,
+		Gatherer: s.reg, GenAISource: s.rec.GenAIGatherer(), Registerer: s.reg, Version: version, Log: s.log,
 		GenAI: telemetry.GenAI{ServerAddress: upstream.Hostname(), ServerPort: proxy.UpstreamPort(upstream), Provider: s.cfg.GenAIProvider},
 	})
 	if err != nil {
@@ -323,12 +332,13 @@ func (s *server) proxyServer(p http.Handler, errLog *log.Logger) *http.Server {
 	}
 }
 
-// newProxy returns the proxy to upstream, as the configuration says.
-func (s *server) newProxy(u *url.URL, servers *upstream.Set) *proxy.Proxy {
+// newProxy returns the proxy to upstream over rt, as the configuration
+// says.
+func (s *server) newProxy(u *url.URL, servers *upstream.Set, rt http.RoundTripper) *proxy.Proxy {
 	return proxy.New(proxy.Config{
 		Upstream:          u,
 		Servers:           servers,
-		Transport:         transport.NewLean(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS),
+		Transport:         rt,
 		MaxRequestBytes:   int64(s.cfg.MaxRequestBytes),
 		MaxEventBytes:     int(s.cfg.MaxEventBytes),
 		StreamIdleTimeout: s.cfg.StreamIdleTimeout,

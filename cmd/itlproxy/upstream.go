@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +71,9 @@ func (c config) validateUpstream(demo bool, add func(key, value, why string)) {
 	default:
 		add("ITLPROXY_UPSTREAM_RESOLVE", c.UpstreamResolve, "must be dns, or unset")
 	}
+	if !slices.Contains(upstream.Families, upstream.Family(c.UpstreamDNSLookupFamily)) {
+		add("ITLPROXY_UPSTREAM_DNS_LOOKUP_FAMILY", c.UpstreamDNSLookupFamily, "must be v4_preferred, auto, v4_only, v6_only or all")
+	}
 	if c.UpstreamResolveInterval <= 0 {
 		add("ITLPROXY_UPSTREAM_RESOLVE_INTERVAL", c.UpstreamResolveInterval.String(), "must be positive")
 	}
@@ -96,7 +100,8 @@ func (c config) servers(ctx context.Context, events upstream.Events, own []net.A
 	if !c.balanced() {
 		return nil, nil
 	}
-	o := upstream.Options{MaxLabels: c.UpstreamMaxEndpoints, EjectFor: upstreamEjectFor, Events: events, Own: own}
+	o := upstream.Options{MaxLabels: c.UpstreamMaxEndpoints, EjectFor: upstreamEjectFor, Events: events,
+		Family: upstream.Family(c.UpstreamDNSLookupFamily), Own: own}
 	urls := c.upstreamURLs()
 	if c.UpstreamResolve != "dns" {
 		set, err := upstream.NewStatic(urls, o)

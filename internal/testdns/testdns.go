@@ -12,9 +12,11 @@ import (
 	"github.com/miekg/dns"
 )
 
-// DNS is a DNS server on loopback that answers A queries for one name
-// with the addresses Set gives it, and nothing for any other: a headless
-// Service's name, whose addresses are its ready pods.
+// DNS is a DNS server on loopback that answers A and AAAA queries for
+// one name with the addresses Set gives it (IPv4 ones as A records, IPv6
+// ones as AAAA), and nothing for any other: a headless Service's name,
+// whose addresses are its ready pods (two per pod, when it is
+// dual-stack).
 type DNS struct {
 	Addr string // host:port, UDP and TCP
 
@@ -54,8 +56,8 @@ func (d *DNS) Set(ips ...string) {
 	d.mu.Unlock()
 }
 
-// answer answers a query: the name's A records, with a TTL of 0 so that
-// no cache keeps them; an empty answer for AAAA and any other name.
+// answer answers a query: the name's A or AAAA records, with a TTL of 0
+// so that no cache keeps them; an error for any other name.
 func (d *DNS) answer(w dns.ResponseWriter, q *dns.Msg) {
 	m := new(dns.Msg)
 	m.SetReply(q)
@@ -68,11 +70,13 @@ func (d *DNS) answer(w dns.ResponseWriter, q *dns.Msg) {
 			m.Rcode = dns.RcodeNameError
 			continue
 		}
-		if question.Qtype != dns.TypeA {
-			continue
-		}
 		for _, ip := range ips {
-			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: question.Name, Rrtype: dns.TypeA, Class: dns.ClassINET}, A: ip.To4()})
+			switch v4 := ip.To4(); {
+			case question.Qtype == dns.TypeA && v4 != nil:
+				m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: question.Name, Rrtype: dns.TypeA, Class: dns.ClassINET}, A: v4})
+			case question.Qtype == dns.TypeAAAA && v4 == nil:
+				m.Answer = append(m.Answer, &dns.AAAA{Hdr: dns.RR_Header{Name: question.Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET}, AAAA: ip})
+			}
 		}
 	}
 	_ = w.WriteMsg(m)

@@ -18,26 +18,10 @@ type Scanner struct {
 
 // Stamp is what a stream's reader noted of one read: when it returned,
 // and the load then, in whatever unit the reader counts it (the proxy:
-// its model's streams in flight; 0 for a reader that counts none); and,
-// for a reader that forwards what it reads (the proxy), when the write of
-// the read's bytes to the client began and when it returned (zero when
-// the bytes were not written on their own: another reader holds them).
+// its model's streams in flight; 0 for a reader that counts none).
 type Stamp struct {
 	At   time.Time
 	Load int64
-	// Forwarded is when the write of the read's bytes began, Written when
-	// it returned.
-	Forwarded, Written time.Time
-}
-
-// Forwarding returns the time the read's bytes spent between the read
-// returning and their write beginning (delay), and the write's own; ok is
-// false when the write is not known.
-func (s Stamp) Forwarding() (delay, write time.Duration, ok bool) {
-	if s.Forwarded.IsZero() || s.Written.IsZero() {
-		return 0, 0, false
-	}
-	return s.Forwarded.Sub(s.At), s.Written.Sub(s.Forwarded), true
 }
 
 // splitter cuts a stream into events: sseSplitter, or ndjsonSplitter for

@@ -22,12 +22,13 @@ import (
 // metrics).
 type discard struct{}
 
-func (discard) Start(Start) ResponseObserver           { return discard{} }
-func (discard) Unreadable(Failure)                     {}
-func (discard) FirstDelta(time.Duration, time.Time)    {}
-func (discard) Gap(time.Duration, time.Time)           {}
-func (discard) Forwarded(time.Duration, time.Duration) {}
-func (discard) End(End)                                {}
+func (discard) Start(Start) ResponseObserver        { return discard{} }
+func (discard) Unreadable(Failure)                  {}
+func (discard) Wrote(time.Duration)                 {}
+func (discard) FirstDelta(time.Duration, time.Time) {}
+func (discard) Gap(time.Duration, time.Time)        {}
+func (discard) OwnDelay(time.Duration)              {}
+func (discard) End(End)                             {}
 
 // audioDelta is a GA audio delta as the server sends it: 100 ms of 24 kHz
 // 16-bit audio (noise, which compresses as little as speech), base64 (6.4

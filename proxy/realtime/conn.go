@@ -66,8 +66,10 @@ type side struct {
 	noted  []byte
 	at     time.Time
 	// written is the forwarding of the bytes being measured: when their
-	// write began and returned, zero when not known.
-	written Written
+	// write began and returned, zero when not known; wroteResponse: that
+	// write carried a response's events, and is counted.
+	written       Written
+	wroteResponse bool
 	// inFlight is the stamp (since Conn.t0, plus 1) of the bytes Arrived
 	// noted and Measure has not finished with, 0 for none: a
 	// response.created may have been caused by them.
@@ -132,26 +134,48 @@ func (c *Conn) Arrived(from Side, p []byte, at time.Time) {
 	s.inFlight.Store(int64(at.Sub(c.t0)) + 1)
 }
 
-// Written is when the write of a read's bytes to the other side began
+// Written is how a read's bytes went to the other side: when they were
+// available to the proxy (Available: when the read returned, or earlier,
+// when they were already waiting while the proxy measured the read
+// before; zero: when the read returned), and when their write began
 // (Start) and returned (End).
-type Written struct{ Start, End time.Time }
+type Written struct{ Available, Start, End time.Time }
 
 // known reports whether the write's times were given.
 func (w Written) known() bool { return !w.Start.IsZero() && !w.End.IsZero() }
 
+// write is how long the write took.
+func (w Written) write() time.Duration { return w.End.Sub(w.Start) }
+
+// ownDelay is the time from the bytes being available, else from at (the
+// read's return), to the start of their write.
+func (w Written) ownDelay(at time.Time) time.Duration {
+	if !w.Available.IsZero() {
+		at = w.Available
+	}
+	return max(w.Start.Sub(at), 0)
+}
+
 // Measure measures the bytes from one side that Arrived noted, now that
 // they have been forwarded, as w says (zero: not known); each output
-// delta they complete is reported with its forwarding
-// (ResponseObserver.Forwarded).
+// delta they complete is reported with its own delay
+// (ResponseObserver.OwnDelay), and a write of the server's bytes that
+// carried a response's events is counted once (Observer.Wrote), and in
+// each of those responses' totals.
 func (c *Conn) Measure(from Side, w Written) {
 	s := &c.sides[from]
-	s.written = w
+	s.written, s.wroteResponse = w, false
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
 	s.measuring = true
+	if from == Server && w.known() {
+		// The responses in flight as the bytes came: theirs, or ones that
+		// end with them.
+		s.wroteResponse = c.res.wrote(w.write())
+	}
 	c.mu.Unlock()
 
 	s.frames.write(s.noted, s.at)
@@ -161,6 +185,9 @@ func (c *Conn) Measure(from Side, w Written) {
 	defer c.mu.Unlock()
 	s.measuring = false
 	s.inFlight.Store(0)
+	if s.wroteResponse && !c.closed {
+		c.obs.Wrote(w.write())
+	}
 	if from == Client {
 		// The responses that began while these bytes were on their way
 		// can now tell whether one of them asked for it.

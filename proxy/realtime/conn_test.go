@@ -12,6 +12,7 @@ type watcher struct {
 	started []Start
 	resps   []*watched
 	fails   []Failure
+	wrote   []time.Duration
 }
 
 type watched struct {
@@ -19,8 +20,8 @@ type watched struct {
 	first bool
 	gaps  []time.Duration
 	ends  []End
-	// forwarded: each delta's forwarding, as delay and write.
-	forwarded [][2]time.Duration
+	// delays: each delta's own delay.
+	delays []time.Duration
 }
 
 func (w *watcher) Start(s Start) ResponseObserver {
@@ -30,14 +31,13 @@ func (w *watcher) Start(s Start) ResponseObserver {
 	return r
 }
 
-func (w *watcher) Unreadable(f Failure) { w.fails = append(w.fails, f) }
+func (w *watcher) Unreadable(f Failure)  { w.fails = append(w.fails, f) }
+func (w *watcher) Wrote(d time.Duration) { w.wrote = append(w.wrote, d) }
 
 func (r *watched) FirstDelta(ttft time.Duration, _ time.Time) { r.ttft, r.first = ttft, true }
 func (r *watched) Gap(d time.Duration, _ time.Time)           { r.gaps = append(r.gaps, d) }
 func (r *watched) End(e End)                                  { r.ends = append(r.ends, e) }
-func (r *watched) Forwarded(delay, write time.Duration) {
-	r.forwarded = append(r.forwarded, [2]time.Duration{delay, write})
-}
+func (r *watched) OwnDelay(d time.Duration)                   { r.delays = append(r.delays, d) }
 
 // script plays events through a Conn: each step is one side's event,
 // arriving ms milliseconds after the start.
@@ -92,7 +92,7 @@ func TestResponses(t *testing.T) {
 		steps: []step{{0, Client, create}, {5, Server, created("r1")}, {40, Server, delta("response.output_text.delta", "r1")},
 			{55, Server, delta("response.output_text.delta", "r1")}, {75, Server, delta("response.text.delta", "r1")}, {80, Server, done("r1", "completed", 3)}},
 		byServer: []bool{false}, ttft: []time.Duration{ms(40)}, gaps: [][]time.Duration{{ms(15), ms(20)}},
-		ends: []End{{Outcome: Completed, Deltas: 3, InputTokens: 7, OutputTokens: 3, TPOT: ms(35) / 2}},
+		ends: []End{{Outcome: Completed, Deltas: 3, InputTokens: 7, UsageReported: true, OutputTokens: 3, TPOT: ms(35) / 2}},
 	}, {
 		name: "audio with its transcript, begun by the server",
 		steps: []step{{0, Server, created("r1")}, {30, Server, delta("response.output_audio.delta", "r1")},
@@ -100,13 +100,13 @@ func TestResponses(t *testing.T) {
 			{51, Server, delta("response.audio_transcript.delta", "r1")}, {60, Server, `{"type":"response.output_audio.done","response_id":"r1"}`},
 			{61, Server, done("r1", "completed", 40)}},
 		byServer: []bool{true}, ttft: []time.Duration{ms(30)}, gaps: [][]time.Duration{{0, ms(20), ms(1)}},
-		ends: []End{{Outcome: Completed, Deltas: 4, InputTokens: 7, OutputTokens: 40, TPOT: ms(21) / 39}},
+		ends: []End{{Outcome: Completed, Deltas: 4, InputTokens: 7, UsageReported: true, OutputTokens: 40, TPOT: ms(21) / 39}},
 	}, {
 		name: "cancelled by the client",
 		steps: []step{{0, Client, create}, {2, Server, created("r1")}, {10, Server, delta("response.output_audio.delta", "r1")},
 			{12, Client, `{"type":"response.cancel"}`}, {20, Server, done("r1", "cancelled", 1)}},
 		byServer: []bool{false}, ttft: []time.Duration{ms(10)}, gaps: [][]time.Duration{nil},
-		ends: []End{{Outcome: Cancelled, Deltas: 1, InputTokens: 7, OutputTokens: 1, TPOT: -1, CancelRequested: true}},
+		ends: []End{{Outcome: Cancelled, Deltas: 1, InputTokens: 7, UsageReported: true, OutputTokens: 1, TPOT: -1, CancelRequested: true}},
 	}, {
 		name: "incomplete, failed, and an error naming a response",
 		steps: []step{{0, Server, created("r1")}, {1, Server, done("r1", "incomplete", 0)}, {2, Server, created("r2")},
@@ -114,14 +114,14 @@ func TestResponses(t *testing.T) {
 			{6, Server, `{"type":"error","event_id":"e","error":{"type":"server_error","message":"m","response_id":"r3"}}`},
 			{7, Server, done("r3", "completed", 9)}},
 		byServer: []bool{true, true, true}, ttft: []time.Duration{-1, -1, ms(1)}, gaps: [][]time.Duration{nil, nil, nil},
-		ends: []End{{Outcome: Incomplete, InputTokens: 7, TPOT: -1}, {Outcome: Failed, InputTokens: 7, TPOT: -1}, {Outcome: Failed, Deltas: 1, InputTokens: -1, OutputTokens: 1, TPOT: -1}},
+		ends: []End{{Outcome: Incomplete, InputTokens: 7, UsageReported: true, TPOT: -1}, {Outcome: Failed, InputTokens: 7, UsageReported: true, TPOT: -1}, {Outcome: Failed, Deltas: 1, InputTokens: -1, OutputTokens: 1, TPOT: -1}},
 	}, {
 		name: "a create refused by an error does not start the next response's clock",
 		steps: []step{{0, Client, `{"type":"response.create","event_id":"c1"}`},
 			{1, Server, `{"type":"error","event_id":"e","error":{"type":"invalid_request_error","code":"conversation_already_has_active_response","event_id":"c1"}}`},
 			{50, Server, created("r1")}, {60, Server, delta("response.output_text.delta", "r1")}, {61, Server, done("r1", "completed", 1)}},
 		byServer: []bool{true}, ttft: []time.Duration{ms(10)}, gaps: [][]time.Duration{nil},
-		ends: []End{{Outcome: Completed, Deltas: 1, InputTokens: 7, OutputTokens: 1, TPOT: -1}},
+		ends: []End{{Outcome: Completed, Deltas: 1, InputTokens: 7, UsageReported: true, OutputTokens: 1, TPOT: -1}},
 	}, {
 		name: "two responses at once, told apart by id",
 		steps: []step{{0, Client, create}, {1, Client, create}, {2, Server, created("a")}, {3, Server, created("b")},
@@ -130,7 +130,7 @@ func TestResponses(t *testing.T) {
 			{40, Server, delta("response.output_text.delta", "a")}, {41, Server, delta("response.output_text.delta", "nobody")},
 			{50, Server, done("a", "completed", 2)}},
 		byServer: []bool{false, false}, ttft: []time.Duration{ms(20), ms(9)}, gaps: [][]time.Duration{{ms(20)}, {ms(15)}},
-		ends: []End{{Outcome: Completed, Deltas: 2, InputTokens: 7, OutputTokens: 2, TPOT: ms(20)}, {Outcome: Completed, Deltas: 2, InputTokens: 7, OutputTokens: 2, TPOT: ms(15)}},
+		ends: []End{{Outcome: Completed, Deltas: 2, InputTokens: 7, UsageReported: true, OutputTokens: 2, TPOT: ms(20)}, {Outcome: Completed, Deltas: 2, InputTokens: 7, UsageReported: true, OutputTokens: 2, TPOT: ms(15)}},
 	}, {
 		name: "the client leaves mid-response",
 		steps: []step{{0, Client, create}, {5, Server, created("r1")}, {9, Server, delta("response.output_audio.delta", "r1")},
@@ -229,30 +229,53 @@ func TestResponsesWaitForTheClient(t *testing.T) {
 	})
 }
 
-// TestDeltasForwarded: each output delta is reported with the forwarding
-// of the read that completed it (from the read to the write's start, and
-// the write), whether the response had started or was waiting for the
-// client's bytes; bytes measured without a write's times report none.
-func TestDeltasForwarded(t *testing.T) {
+// TestForwarding: each output delta is reported with its own delay, from
+// its bytes being available (when the read returned, unless the proxy
+// says they were waiting before) to the start of their write, whether the
+// response had started or was waiting for the client's bytes. Each write
+// of the server's bytes while responses are in flight, from the one that
+// carries a response's response.created to the one that carries its end,
+// is observed once, and summed in each of those responses; bytes measured
+// without a write's times count neither.
+func TestForwarding(t *testing.T) {
 	var w watcher
 	c := New(Config{MaxMessageBytes: 1 << 20}, &w)
-	forward := func(p []byte, ms int, delay, write time.Duration) {
+	forward := func(event string, ms int, waited, delay, write time.Duration) {
+		p := text([4]byte{}, event)
 		c.Arrived(Server, p, at(ms))
 		start := at(ms).Add(delay)
-		c.Measure(Server, Written{Start: start, End: start.Add(write)})
+		c.Measure(Server, Written{Available: at(ms).Add(-waited), Start: start, End: start.Add(write)})
 	}
+	audio := delta("response.output_audio.delta", "r1")
 	c.Arrived(Client, text(clientMask, create), at(0))
-	forward(text([4]byte{}, created("r1")), 3, time.Microsecond, time.Microsecond)
+	forward(created("r1"), 3, 0, time.Microsecond, ms(1))
 	// Held until the client's bytes are measured: the first and a gap.
-	forward(text([4]byte{}, delta("response.output_audio.delta", "r1")), 10, 2*time.Microsecond, ms(1))
-	forward(text([4]byte{}, delta("response.output_audio.delta", "r1")), 14, 3*time.Microsecond, ms(2))
+	forward(audio, 10, 0, 2*time.Microsecond, ms(2))
+	forward(audio, 14, 50*time.Microsecond, 3*time.Microsecond, ms(3))
 	c.Measure(Client, Written{})
-	forward(text([4]byte{}, delta("response.output_audio.delta", "r1")), 20, 4*time.Microsecond, ms(3))
-	c.Observe(Server, text([4]byte{}, delta("response.output_audio.delta", "r1")), at(25))
+	forward(`{"type":"rate_limits.updated","event_id":"e","rate_limits":[]}`, 16, 0, time.Microsecond, ms(4))
+	forward(created("r2"), 18, 0, time.Microsecond, ms(5))
+	forward(done("r1", "completed", 2), 20, 0, time.Microsecond, ms(6))
+	c.Observe(Server, text([4]byte{}, delta("response.output_text.delta", "r2")), at(22))
+	forward(done("r2", "completed", 1), 24, 0, time.Microsecond, ms(7))
+	forward(`{"type":"input_audio_buffer.speech_started","event_id":"e","audio_start_ms":0,"item_id":"i"}`, 26, 0, time.Microsecond, ms(8))
 	c.Close(at(30))
-	want := [][2]time.Duration{{2 * time.Microsecond, ms(1)}, {3 * time.Microsecond, ms(2)}, {4 * time.Microsecond, ms(3)}}
-	if len(w.resps) != 1 || !slices.Equal(w.resps[0].forwarded, want) || len(w.resps[0].gaps) != 3 {
-		t.Fatalf("forwarded %v, gaps %v; want %v for the three deltas whose write was timed, and 3 gaps", w.resps[0].forwarded, w.resps[0].gaps, want)
+
+	if len(w.resps) != 2 {
+		t.Fatalf("%d responses, want 2", len(w.resps))
+	}
+	r1, r2 := w.resps[0], w.resps[1]
+	if want := []time.Duration{2 * time.Microsecond, 53 * time.Microsecond}; !slices.Equal(r1.delays, want) || len(r1.gaps) != 1 {
+		t.Errorf("r1's own delays %v, gaps %v; want %v, and 1 gap", r1.delays, r1.gaps, want)
+	}
+	if len(r2.delays) != 0 {
+		t.Errorf("r2's own delays %v; its delta was measured without a write's times", r2.delays)
+	}
+	if want := []time.Duration{ms(1), ms(2), ms(3), ms(4), ms(5), ms(6), ms(7)}; !slices.Equal(w.wrote, want) {
+		t.Errorf("writes observed %v, want %v: each write while a response is in flight, once", w.wrote, want)
+	}
+	if len(r1.ends) != 1 || r1.ends[0].ClientWriteWait != ms(21) || len(r2.ends) != 1 || r2.ends[0].ClientWriteWait != ms(18) {
+		t.Errorf("ends %+v, %+v; want r1's writes 1+2+3+4+5+6 ms, r2's 5+6+7 ms", r1.ends, r2.ends)
 	}
 }
 

@@ -13,6 +13,11 @@ type Observer interface {
 	// Unreadable counts what the measurement could not read; the bytes
 	// were forwarded all the same.
 	Unreadable(f Failure)
+	// Wrote: a write of the server's bytes to the client, which carried
+	// the events of a response in flight (End.ClientWriteWait), took d
+	// from its start to its return; called once per write, however many
+	// responses it carried.
+	Wrote(d time.Duration)
 }
 
 // ResponseObserver receives one response's measurements, as they happen.
@@ -22,11 +27,11 @@ type ResponseObserver interface {
 	FirstDelta(ttft time.Duration, at time.Time)
 	// Gap: an output delta arrived at at, d after the one before it.
 	Gap(d time.Duration, at time.Time)
-	// Forwarded: the delta just reported (by FirstDelta or Gap) spent
-	// delay between the read that completed it returning and the start of
-	// its write to the other side, and write in that write; called only
-	// when Conn.Measure was given the write's times.
-	Forwarded(delay, write time.Duration)
+	// OwnDelay: the delta just reported (by FirstDelta or Gap) spent d
+	// between the bytes of the read that completed it being available to
+	// the proxy (Written.Available) and the start of their write to the
+	// client; called only when Conn.Measure was given the write's times.
+	OwnDelay(d time.Duration)
 	// End: the response ended; called once, last.
 	End(e End)
 }
@@ -54,8 +59,10 @@ type End struct {
 	Deltas int64
 	// InputTokens and OutputTokens are response.done's
 	// response.usage.input_tokens and output_tokens, -1 when it reported
-	// none; OutputTokens is then the number of output deltas.
+	// none; OutputTokens is then the number of output deltas, and
+	// UsageReported false.
 	InputTokens, OutputTokens int64
+	UsageReported             bool
 	// TPOT is its time per output token, (last delta - first delta) / (N
 	// - 1) with N = OutputTokens; -1 when N < 2.
 	TPOT time.Duration
@@ -64,6 +71,11 @@ type End struct {
 	AverageTokens float64
 	// CancelRequested: the client sent a response.cancel for it.
 	CancelRequested bool
+	// ClientWriteWait sums the writes of the server's bytes to the client
+	// while it was in flight, from the one that carried its
+	// response.created to the one that carried its end, each from its
+	// start to its return (Observer.Wrote).
+	ClientWriteWait time.Duration
 }
 
 // Outcome is how a response ended.

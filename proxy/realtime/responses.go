@@ -59,6 +59,8 @@ type response struct {
 	held    []heldGap
 	// firstWritten is the forwarding of the first delta, held with it.
 	firstWritten Written
+	// writeWait sums the writes to the client while it is in flight.
+	writeWait time.Duration
 }
 
 type heldGap struct {
@@ -101,7 +103,12 @@ func (c *Conn) event(from Side, data []byte, at time.Time) {
 		}
 	case events.RealtimeResponseCreated:
 		if from == Server {
-			r.created(c.obs, e.ResponseID, at, c.clientBefore(at))
+			a := r.created(c.obs, e.ResponseID, at, c.clientBefore(at))
+			if s := &c.sides[from]; a != nil && s.written.known() {
+				// The write that carried its response.created is its first.
+				a.writeWait += s.written.write()
+				s.wroteResponse = true
+			}
 		}
 	case events.RealtimeDelta:
 		if a := r.find(e.ResponseID); from == Server && a != nil && e.Token {
@@ -145,21 +152,32 @@ func (r *responses) cancel(responseID []byte) {
 	}
 }
 
-// created starts a response: its clock starts at the oldest
-// response.create waiting, or, when none is, at its response.created (the
-// server began it), unless bytes the client sent before it are still on
-// their way (clientBusy): then it waits for them (resolve).
-func (r *responses) created(obs Observer, responseID []byte, at time.Time, clientBusy bool) {
+// created starts a response, and returns it (nil when it is not
+// followed): its clock starts at the oldest response.create waiting, or,
+// when none is, at its response.created (the server began it), unless
+// bytes the client sent before it are still on their way (clientBusy):
+// then it waits for them (resolve).
+func (r *responses) created(obs Observer, responseID []byte, at time.Time, clientBusy bool) *response {
 	if len(r.active) == maxActive || len(responseID) > 0 && r.find(responseID) != nil {
-		return
+		return nil
 	}
 	a := &response{id: makeID(responseID), created: at, tally: events.NewTally()}
 	r.active = append(r.active, a)
 	if len(r.pending) == 0 && clientBusy {
 		a.waiting = true
-		return
+		return a
 	}
 	r.start(obs, a)
+	return a
+}
+
+// wrote adds a write of the server's bytes to the client, which took d,
+// to each response in flight, and reports whether there was one.
+func (r *responses) wrote(d time.Duration) bool {
+	for _, a := range r.active {
+		a.writeWait += d
+	}
+	return len(r.active) > 0
 }
 
 // start starts a's clock, at the oldest response.create waiting, else at
@@ -247,10 +265,10 @@ func (a *response) delta(obs Observer, r *responses, e events.Event, at time.Tim
 	forwarded(a.obs, at, w)
 }
 
-// forwarded reports a delta's forwarding, when its write is known.
+// forwarded reports a delta's own delay, when its write is known.
 func forwarded(obs ResponseObserver, at time.Time, w Written) {
 	if w.known() {
-		obs.Forwarded(w.Start.Sub(at), w.End.Sub(w.Start))
+		obs.OwnDelay(w.ownDelay(at))
 	}
 }
 
@@ -304,8 +322,8 @@ func (a *response) finish(outcome Outcome, at time.Time) {
 	t := &a.tally
 	e := End{
 		Outcome: outcome, At: at, Deltas: t.Events,
-		InputTokens: t.Input, OutputTokens: t.OutputTokens(),
-		TPOT: -1, AverageTokens: t.AverageTokens(), CancelRequested: a.cancel,
+		InputTokens: t.Input, OutputTokens: t.OutputTokens(), UsageReported: t.Output >= 0,
+		TPOT: -1, AverageTokens: t.AverageTokens(), CancelRequested: a.cancel, ClientWriteWait: a.writeWait,
 	}
 	if tpot, ok := t.TPOT(); ok {
 		e.TPOT = tpot

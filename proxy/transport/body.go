@@ -31,7 +31,7 @@ type leanBody struct {
 // cancellation when it was canceled.
 func (b *leanBody) fail(err error) (*http.Response, error) {
 	b.stop()
-	b.c.Close()
+	b.t.release(b.addr, b.c.Conn, false)
 	if !b.writeDone {
 		<-b.written
 	}
@@ -94,9 +94,5 @@ func (b *leanBody) finish() {
 		b.writeDone, b.keep = true, false
 	}
 	b.releaseReader()
-	if b.eof && b.keep && b.writeErr == nil && !canceled {
-		b.t.put(b.addr, b.c.Conn)
-		return
-	}
-	b.c.Close()
+	b.t.release(b.addr, b.c.Conn, b.eof && b.keep && b.writeErr == nil && !canceled)
 }

@@ -61,7 +61,7 @@ var errHeaderTooLarge = errors.New("itlproxy: the response's headers are larger 
 func (t *Lean) exchange(req *http.Request, conn net.Conn, addr string) (*http.Response, error) {
 	ctx := req.Context()
 	if err := ctx.Err(); err != nil {
-		conn.Close()
+		t.release(addr, conn, false)
 		return nil, err
 	}
 	b := &leanBody{t: t, addr: addr, c: leanConn{Conn: conn, headerLeft: maxResponseHeaderBytes}, ctx: ctx, written: make(chan error, 1)}

@@ -27,9 +27,11 @@ import (
 // connection when a reused one turns out to be closed (http.Transport's
 // rule: a request not written at all, with a body that can be replayed, or
 // an idempotent one whose connection closed before the first byte of its
-// response). What differs: a connection the server closes while idle is
-// found out when it is next taken, by a non-blocking peek (on a system
-// other than Unix, a read that waits at most idleReadWait), not at once.
+// response), and idle connections closed after IdleTimeout by a timer,
+// whether or not their host is asked for again. What differs: a
+// connection the server closes while idle is found out when it is next
+// taken, by a non-blocking peek (on a system other than Unix, a read that
+// waits at most idleReadWait), or at its timeout, not at once.
 type Lean struct {
 	// Dial opens a connection to host:port.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -38,14 +40,24 @@ type Lean struct {
 	ResponseHeaderTimeout time.Duration
 	// MaxIdlePerHost bounds the idle connections kept per host.
 	MaxIdlePerHost int
-	// IdleTimeout closes a connection idle that long, when it is next
-	// looked at.
+	// IdleTimeout closes a connection idle that long; 0 means never.
 	IdleTimeout time.Duration
 	// Fallback carries every request Lean does not.
 	Fallback *http.Transport
 
 	mu   sync.Mutex
 	idle map[string][]idleConn // by host:port, the most recently used last
+	// expiry closes the idle connections past IdleTimeout; nil when none
+	// is pending (idle.go).
+	expiry *time.Timer
+	// inUse counts the connections in use by host:port, and leaving marks
+	// those whose server left the set while some were: each is closed
+	// once its exchange ends (idle.go).
+	inUse   map[string]int
+	leaving map[string]bool
+	// fallbackDialed holds the addresses Fallback has dialed, until
+	// CloseIdleConnectionsTo (NewLean's Fallback notes them).
+	fallbackDialed map[string]bool
 }
 
 type idleConn struct {
@@ -111,7 +123,7 @@ func canonicalAddr(u *url.URL) string {
 }
 
 // conn returns an idle connection to addr that is still open, or a new
-// one.
+// one, in use until release.
 func (t *Lean) conn(ctx context.Context, addr string) (net.Conn, bool, error) {
 	now := time.Now()
 	t.mu.Lock()
@@ -120,6 +132,7 @@ func (t *Lean) conn(ctx context.Context, addr string) (net.Conn, bool, error) {
 		t.idle[addr] = list[:len(list)-1]
 		t.mu.Unlock()
 		if (t.IdleTimeout <= 0 || now.Sub(ic.since) < t.IdleTimeout) && stillOpen(ic.c) {
+			t.using(addr)
 			return ic.c, true, nil
 		}
 		ic.c.Close()
@@ -127,18 +140,43 @@ func (t *Lean) conn(ctx context.Context, addr string) (net.Conn, bool, error) {
 	}
 	t.mu.Unlock()
 	c, err := t.Dial(ctx, "tcp", addr)
+	if err == nil {
+		t.using(addr)
+	}
 	return c, false, err
 }
 
-// put keeps c for the next request to addr, or closes it.
-func (t *Lean) put(addr string, c net.Conn) {
+// using counts a connection to addr in use: a request is sent to addr, so
+// its server is in the set again if it had left.
+func (t *Lean) using(addr string) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.inUse == nil {
+		t.inUse = map[string]int{}
+	}
+	t.inUse[addr]++
+	delete(t.leaving, addr)
+}
+
+// release ends the use of c, a connection to addr: kept for the next
+// request to addr when keep says it can be and its server has not left
+// the set meanwhile (CloseIdleConnectionsTo), else closed.
+func (t *Lean) release(addr string, c net.Conn, keep bool) {
+	t.mu.Lock()
+	leaving := t.leaving[addr]
+	if n := t.inUse[addr] - 1; n > 0 {
+		t.inUse[addr] = n
+	} else {
+		delete(t.inUse, addr)
+		delete(t.leaving, addr)
+	}
 	if t.idle == nil {
 		t.idle = map[string][]idleConn{}
 	}
-	if len(t.idle[addr]) < t.MaxIdlePerHost {
+	if keep && !leaving && len(t.idle[addr]) < t.MaxIdlePerHost {
 		t.idle[addr] = append(t.idle[addr], idleConn{c: c, since: time.Now()})
 		c = nil
+		t.expireLater()
 	}
 	t.mu.Unlock()
 	if c != nil {

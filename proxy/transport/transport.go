@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"crypto/tls"
 	"net"
 	"net/http"
@@ -34,11 +35,17 @@ func New(timeout time.Duration, tlsConfig *tls.Config) *http.Transport {
 // same dialing, idle connections and header timeout.
 func NewLean(timeout time.Duration, tlsConfig *tls.Config) *Lean {
 	t := New(timeout, tlsConfig)
-	return &Lean{
+	l := &Lean{
 		Dial:                  t.DialContext,
 		ResponseHeaderTimeout: timeout,
 		MaxIdlePerHost:        t.MaxIdleConnsPerHost,
 		IdleTimeout:           t.IdleConnTimeout,
 		Fallback:              t,
 	}
+	dial := t.DialContext
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		l.fallbackDials(addr)
+		return dial(ctx, network, addr)
+	}
+	return l
 }

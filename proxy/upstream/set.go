@@ -24,12 +24,10 @@ type Server struct {
 	// Host header they carry ("": the upstream URL's, for servers
 	// resolved from its name).
 	Addr, Host string
-	// Label is its value of the upstream label: Addr, or LabelOther past
-	// the cap.
-	Label string
 
-	inFlight     atomic.Int64 // requests sent to it and not yet ended
-	ejectedUntil atomic.Int64 // monotonic nanoseconds (sinceStart); 0: not set aside
+	label        atomic.Pointer[string] // Label's
+	inFlight     atomic.Int64           // requests sent to it and not yet ended
+	ejectedUntil atomic.Int64           // monotonic nanoseconds (sinceStart); 0: not set aside
 }
 
 // processStart is the origin of the monotonic clock of the servers' time
@@ -37,6 +35,16 @@ type Server struct {
 var processStart = time.Now()
 
 func sinceStart(t time.Time) int64 { return int64(t.Sub(processStart)) }
+
+// Label is its value of the upstream label: Addr, or LabelOther while it
+// is past the cap (a server that came when every label was taken takes
+// its own once one frees).
+func (sv *Server) Label() string {
+	if p := sv.label.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 // Acquire counts a request sent to sv, until Release.
 func (sv *Server) Acquire() { sv.inFlight.Add(1) }
@@ -94,6 +102,7 @@ type Set struct {
 	labels map[string]bool
 	// leftOut: the last list or answer held own addresses.
 	leftOut bool
+	family  Family
 }
 
 // Options configure a Set.
@@ -104,6 +113,9 @@ type Options struct {
 	// EjectFor is how long a server that refused a connection is set
 	// aside before it is tried again.
 	EjectFor time.Duration
+	// Family is the address families of a resolved name balanced over;
+	// "" is FamilyV4Preferred.
+	Family Family
 	// Events hears what happens to the set; nil: nothing does.
 	Events Events
 	// Own are the addresses the proxy listens on (its listeners'), which
@@ -133,7 +145,7 @@ func NewStatic(urls []*url.URL, o Options) (*Set, error) {
 }
 
 // NewResolved returns the set of every address the host of u resolves to
-// (A and AAAA records), with u's port, resolved now and again every
+// (its A or AAAA records, as o.Family says), with u's port, resolved now and again every
 // interval by Run; requests keep u's host as their Host header. It fails
 // when the name resolves to nothing, or to the proxy's own addresses
 // alone.
@@ -156,14 +168,16 @@ func newSet(o Options) *Set {
 	if o.Events == nil {
 		o.Events = noEvents{}
 	}
-	return &Set{events: o.Events, maxLabels: max(o.MaxLabels, 1), ejectFor: o.EjectFor, labels: map[string]bool{}, own: newOwn(o.Own)}
+	return &Set{events: o.Events, maxLabels: max(o.MaxLabels, 1), ejectFor: o.EjectFor, labels: map[string]bool{},
+		family: o.Family, own: newOwn(o.Own)}
 }
 
 // ErrNoAddresses is a name that resolves to no address.
 var ErrNoAddresses = errors.New("the name resolves to no address")
 
-// resolve looks the name up, once. An answer of no address, or that the
-// name does not exist, is ErrNoAddresses.
+// resolve looks the name up, once. An answer of no address (of the
+// families the set takes), or that the name does not exist, is
+// ErrNoAddresses.
 func (s *Set) resolve(ctx context.Context) ([]*Server, error) {
 	ctx, cancel := context.WithTimeout(ctx, min(s.interval, 5*time.Second)+time.Second)
 	defer cancel()
@@ -175,6 +189,7 @@ func (s *Set) resolve(ctx context.Context) ([]*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	ips = s.family.of(ips)
 	if len(ips) == 0 {
 		return nil, ErrNoAddresses
 	}
@@ -246,18 +261,24 @@ func (s *Set) update(servers []*Server) {
 	var removed []*Server
 	for _, sv := range old {
 		removed = append(removed, sv)
-		if sv.Label != LabelOther {
-			delete(s.labels, sv.Label)
+		if l := sv.Label(); l != LabelOther {
+			delete(s.labels, l)
 		}
 	}
+	// A label of its own to each new server, and to one past the cap
+	// before, while the cap allows: the labels of the servers that left
+	// are free again.
 	for _, sv := range next {
-		if sv.Label != "" {
+		if l := sv.Label(); l != "" && l != LabelOther {
 			continue
 		}
-		sv.Label = LabelOther
+		label := LabelOther
 		if len(s.labels) < s.maxLabels {
-			sv.Label = sv.Addr
+			label = sv.Addr
 			s.labels[sv.Addr] = true
+		}
+		if label != sv.Label() {
+			sv.label.Store(&label)
 		}
 	}
 	slices.SortFunc(next, func(a, b *Server) int { return strings.Compare(a.Addr, b.Addr) })

@@ -94,9 +94,9 @@ func TestStaticSet(t *testing.T) {
 	}
 	labels := map[string]int{}
 	for _, sv := range servers {
-		labels[sv.Label]++
-		if sv.Label != LabelOther && sv.Label != sv.Addr {
-			t.Errorf("%s labelled %q", sv.Addr, sv.Label)
+		labels[sv.Label()]++
+		if sv.Label() != LabelOther && sv.Label() != sv.Addr {
+			t.Errorf("%s labelled %q", sv.Addr, sv.Label())
 		}
 		if sv.Addr == "llm.example:443" && sv.Host != "llm.example" {
 			t.Errorf("%s carries Host %q", sv.Addr, sv.Host)
@@ -204,8 +204,8 @@ func TestResolvedFollowsTheName(t *testing.T) {
 		t.Fatalf("servers %v, want %v", got, want)
 	}
 	for _, sv := range s.Servers() {
-		if sv.Host != "" || sv.Label != sv.Addr {
-			t.Errorf("%s: Host %q (want the URL's, \"\"), label %q", sv.Addr, sv.Host, sv.Label)
+		if sv.Host != "" || sv.Label() != sv.Addr {
+			t.Errorf("%s: Host %q (want the URL's, \"\"), label %q", sv.Addr, sv.Host, sv.Label())
 		}
 	}
 	kept := s.Servers()[1]
@@ -304,10 +304,7 @@ func TestOwnAddressesLeftOut(t *testing.T) {
 	}
 
 	d := testdns.Start(t, "llm.test.", "127.0.0.2")
-	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var dialer net.Dialer
-		return dialer.DialContext(ctx, network, d.Addr)
-	}}
+	resolver := resolverOf(d)
 	ev = &events{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -358,5 +355,80 @@ func TestPickIsLinear(t *testing.T) {
 		}
 	}); allocs != 0 {
 		t.Errorf("%v allocations to pick three of 2,500", allocs)
+	}
+}
+
+// resolverOf asks d.
+func resolverOf(d *testdns.DNS) *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var dialer net.Dialer
+		return dialer.DialContext(ctx, network, d.Addr)
+	}}
+}
+
+// A server past the cap takes a label of its own once one frees: the
+// server that held it left the name.
+func TestOtherTakesAFreedLabel(t *testing.T) {
+	d := testdns.Start(t, "llm.test.", "127.0.0.2", "127.0.0.3")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := NewResolved(ctx, mustURLs(t, "http://llm.test.:8000")[0], resolverOf(d), 20*time.Millisecond, Options{MaxLabels: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := func() map[string]string {
+		out := map[string]string{}
+		for _, sv := range s.Servers() {
+			out[sv.Addr] = sv.Label()
+		}
+		return out
+	}
+	if got := labels(); got["127.0.0.2:8000"] != "127.0.0.2:8000" || got["127.0.0.3:8000"] != LabelOther {
+		t.Fatalf("labels %v: want the first its own, the second %q", got, LabelOther)
+	}
+	other := s.Servers()[1]
+	go s.Run(ctx)
+	d.Set("127.0.0.3")
+	waitFor(t, func() bool { return len(s.Servers()) == 1 })
+	if s.Servers()[0] != other || other.Label() != "127.0.0.3:8000" {
+		t.Errorf("after the labelled server left, the other is %s labelled %q; want the same server, labelled with its address",
+			s.Servers()[0].Addr, other.Label())
+	}
+}
+
+// A dual-stack name (an A and an AAAA record per pod) is one server per
+// pod by default, as each family says otherwise.
+func TestResolvedFamily(t *testing.T) {
+	d := testdns.Start(t, "llm.test.", "127.0.0.2", "fd00::2", "127.0.0.3", "fd00::3")
+	v4, v6 := []string{"127.0.0.2:8000", "127.0.0.3:8000"}, []string{"[fd00::2]:8000", "[fd00::3]:8000"}
+	for _, tc := range []struct {
+		family Family
+		want   []string
+	}{
+		{"", v4},
+		{FamilyV4Preferred, v4},
+		{FamilyV4Only, v4},
+		{FamilyAuto, v6},
+		{FamilyV6Only, v6},
+		{FamilyAll, append(slices.Clone(v4), v6...)},
+	} {
+		s, err := NewResolved(context.Background(), mustURLs(t, "http://llm.test.:8000")[0], resolverOf(d), time.Second, Options{MaxLabels: 8, Family: tc.family})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.family, err)
+		}
+		want := slices.Clone(tc.want)
+		slices.Sort(want)
+		if got := addrs(s.Servers()); !slices.Equal(got, want) {
+			t.Errorf("family %q: servers %v, want %v", tc.family, got, want)
+		}
+	}
+	// Preferred families fall back to the other; an only family does not.
+	d.Set("fd00::2")
+	if s, err := NewResolved(context.Background(), mustURLs(t, "http://llm.test.:8000")[0], resolverOf(d), time.Second, Options{}); err != nil ||
+		!slices.Equal(addrs(s.Servers()), []string{"[fd00::2]:8000"}) {
+		t.Errorf("v4_preferred on an IPv6-only name: %v", err)
+	}
+	if _, err := NewResolved(context.Background(), mustURLs(t, "http://llm.test.:8000")[0], resolverOf(d), time.Second, Options{Family: FamilyV4Only}); err == nil {
+		t.Error("v4_only on an IPv6-only name: no error")
 	}
 }

@@ -53,7 +53,7 @@ func TestDeltasOfANativeHistogram(t *testing.T) {
 		NativeHistogramMinResetDuration: time.Hour,
 	})
 	reg.MustRegister(h)
-	p := newRegistryProducer(reg, Delta, GenAI{}, "v")
+	p := newRegistryProducer(reg, nil, Delta, GenAI{}, "v")
 	var pushed, observed uint64
 	scales := map[int32]bool{}
 	for round := range 4 {

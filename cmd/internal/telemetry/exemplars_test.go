@@ -23,7 +23,7 @@ func TestExemplarsOfANativeHistogram(t *testing.T) {
 	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	h.WithLabelValues("m").(prometheus.ExemplarObserver).ObserveWithExemplar(0.05, prometheus.Labels{"request_id": "r1", "trace_id": trace})
 	h.WithLabelValues("m").(prometheus.ExemplarObserver).ObserveWithExemplar(0.5, prometheus.Labels{"request_id": "r2", "trace_id": "not-hex"})
-	scopes, err := newRegistryProducer(reg, Cumulative, GenAI{}, "v").Produce(t.Context())
+	scopes, err := newRegistryProducer(reg, nil, Cumulative, GenAI{}, "v").Produce(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,16 +12,19 @@ import (
 )
 
 // countedMetricExporter is the metric exporter as the periodic reader
-// sees it: each failed export (refused, partly refused, or past the
-// reader's deadline) is counted, the first of an outage logged, and the
-// export that ends the outage logged too. It returns nil either way: the
-// reader would hand the error to OpenTelemetry's global handler, which
-// logs each one, every interval of an outage.
+// sees it: each failed export (refused, partly refused, past the reader's
+// deadline, or pushed without the families the registry failed to
+// gather) is counted, the first of an outage logged, and the export that
+// ends the outage logged too. It returns nil either way: the reader would
+// hand the error to OpenTelemetry's global handler, which logs each one,
+// every interval of an outage.
 type countedMetricExporter struct {
 	sdkmetric.Exporter
 	failed   prometheus.Counter
 	log      *zap.Logger
 	endpoint string // as the log shows it (envconfig.ShowURL)
+	// gathered says why the push about to be exported lacks families.
+	gathered *gatherFailure
 
 	mu     sync.Mutex
 	outage int // exports failed since the last that succeeded
@@ -28,6 +32,9 @@ type countedMetricExporter struct {
 
 func (e *countedMetricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
 	err := e.Exporter.Export(ctx, rm)
+	if gerr := e.gathered.take(); err == nil && gerr != nil {
+		err = fmt.Errorf("pushed without what the registry failed to gather: %w", gerr)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {

@@ -1,7 +1,9 @@
 package telemetry
 
 import (
+	"net"
 	"path"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -16,14 +18,17 @@ import (
 
 // The GenAI semantic conventions' metrics, as version 1.41.0 of the
 // OpenTelemetry semantic conventions (the last to hold them) defines them,
-// each derived at push time from the itlproxy family that measures it:
-// the same observations, buckets and exemplars, under the convention's
-// name, unit and attributes. docs/otlp.md says how each maps.
+// each derived at push time from the family the proxy keeps for it
+// (metrics.GenAISourcePrefix: the itlproxy family that measures it, by
+// the server that served each stream, and the token usage only as the
+// upstream reported it): the same observations, buckets and exemplars,
+// under the convention's name, unit and attributes. docs/otlp.md says how
+// each maps.
 var genAIFamilies = map[string]struct{ name, unit string }{
-	"itlproxy_time_to_first_token_seconds":   {genaiconv.ClientOperationTimeToFirstChunk{}.Name(), genaiconv.ClientOperationTimeToFirstChunk{}.Unit()},
-	"itlproxy_inter_token_latency_seconds":   {genaiconv.ClientOperationTimePerOutputChunk{}.Name(), genaiconv.ClientOperationTimePerOutputChunk{}.Unit()},
-	"itlproxy_time_per_output_token_seconds": {genaiconv.ServerTimePerOutputToken{}.Name(), genaiconv.ServerTimePerOutputToken{}.Unit()},
-	"itlproxy_tokens_per_response":           {genaiconv.ClientTokenUsage{}.Name(), genaiconv.ClientTokenUsage{}.Unit()},
+	metrics.GenAISourcePrefix + "time_to_first_token_seconds":   {genaiconv.ClientOperationTimeToFirstChunk{}.Name(), genaiconv.ClientOperationTimeToFirstChunk{}.Unit()},
+	metrics.GenAISourcePrefix + "inter_token_latency_seconds":   {genaiconv.ClientOperationTimePerOutputChunk{}.Name(), genaiconv.ClientOperationTimePerOutputChunk{}.Unit()},
+	metrics.GenAISourcePrefix + "time_per_output_token_seconds": {genaiconv.ServerTimePerOutputToken{}.Name(), genaiconv.ServerTimePerOutputToken{}.Unit()},
+	metrics.GenAISourcePrefix + "tokens_per_response":           {genaiconv.ClientTokenUsage{}.Name(), genaiconv.ClientTokenUsage{}.Unit()},
 }
 
 // genAIScope is the instrumentation scope of the GenAI metrics, whose
@@ -41,8 +46,10 @@ const EndpointAttr = "itlproxy.endpoint"
 // requests go to (server.address, server.port), and the provider
 // (gen_ai.provider.name).
 type GenAI struct {
-	// ServerAddress and ServerPort are the upstream's; no server
-	// attributes without an address.
+	// ServerAddress and ServerPort are the upstream URL's, the server of
+	// every stream when the proxy does not balance; when it does, each
+	// point's are those of the server that served its streams (its
+	// upstream label). No server attributes without an address.
 	ServerAddress string
 	ServerPort    int
 	// Provider is gen_ai.provider.name for every request; "" derives it
@@ -77,8 +84,9 @@ func (g GenAI) derive(ms []metricdata.Metrics) []metricdata.Metrics {
 // attributes maps an itlproxy series' labels to the conventions'
 // attributes: the endpoint to the operation and the provider, the model
 // label to the request model (none for _unknown, a request that named no
-// model), the type label to the token type; false for a series of no
-// measured API.
+// model), the type label to the token type, the upstream label to the
+// server (none for _other, the servers past the label cap); false for a
+// series of no measured API.
 func (g GenAI) attributes(labels attribute.Set) (attribute.Set, bool) {
 	label, _ := labels.Value("endpoint")
 	e, ok := events.EndpointOf(label.AsString())
@@ -96,10 +104,26 @@ func (g GenAI) attributes(labels attribute.Set) (attribute.Set, bool) {
 	if typ, ok := labels.Value("type"); ok {
 		kvs = append(kvs, semconv.GenAITokenTypeKey.String(typ.AsString()))
 	}
-	if g.ServerAddress != "" {
-		kvs = append(kvs, semconv.ServerAddressKey.String(g.ServerAddress), semconv.ServerPortKey.Int(g.ServerPort))
+	if host, port := g.server(labels); host != "" {
+		kvs = append(kvs, semconv.ServerAddressKey.String(host), semconv.ServerPortKey.Int(port))
 	}
 	return attribute.NewSet(kvs...), true
+}
+
+// server is the host and port of the server a series' streams went to:
+// its upstream label's (host:port), or the upstream URL's for a series of
+// no balancing; "" when it is not known.
+func (g GenAI) server(labels attribute.Set) (string, int) {
+	label, _ := labels.Value("upstream")
+	if label.AsString() == "" {
+		return g.ServerAddress, g.ServerPort
+	}
+	host, p, err := net.SplitHostPort(label.AsString())
+	port, perr := strconv.Atoi(p)
+	if err != nil || perr != nil {
+		return "", 0 // _other
+	}
+	return host, port
 }
 
 // provider is the gen_ai.provider.name of a request to endpoint e: the

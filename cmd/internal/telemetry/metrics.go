@@ -24,6 +24,9 @@ type Metrics struct {
 type MetricsOptions struct {
 	// Gatherer is the registry /metrics serves, read at each push.
 	Gatherer prometheus.Gatherer
+	// GenAISource gathers the families the GenAI metrics are derived from
+	// (metrics.Metrics.GenAIGatherer); nil: none are.
+	GenAISource prometheus.Gatherer
 	// Registerer takes the count of failed pushes.
 	Registerer prometheus.Registerer
 	// Version is service.version of the resource, and the GenAI scope's.
@@ -46,7 +49,7 @@ func StartMetrics(cfg Config, opts MetricsOptions) (Metrics, error) {
 	}
 	failed := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "itlproxy_otlp_metric_exports_failed_total",
-		Help: "OTLP metric exports that failed, refused in whole or in part or past OTEL_METRIC_EXPORT_TIMEOUT, each dropped (exported only when metrics are pushed over OTLP).",
+		Help: "OTLP metric exports that failed: refused in whole or in part, past OTEL_METRIC_EXPORT_TIMEOUT, or without the families the registry failed to gather (exported only when pushing over OTLP).",
 	})
 	if err := opts.Registerer.Register(failed); err != nil {
 		return Metrics{}, err
@@ -68,11 +71,12 @@ func StartMetrics(cfg Config, opts MetricsOptions) (Metrics, error) {
 		return Metrics{}, err
 	}
 	handleErrors(opts.Log)
+	producer := newRegistryProducer(opts.Gatherer, opts.GenAISource, cfg.Temporality(), opts.GenAI, opts.Version)
 	reader := sdkmetric.NewPeriodicReader(
-		&countedMetricExporter{Exporter: exp, failed: failed, log: opts.Log, endpoint: envconfig.ShowURL(endpoint)},
+		&countedMetricExporter{Exporter: exp, failed: failed, log: opts.Log, endpoint: envconfig.ShowURL(endpoint), gathered: producer.failed},
 		sdkmetric.WithInterval(cfg.MetricExportInterval()),
 		sdkmetric.WithTimeout(timeout),
-		sdkmetric.WithProducer(newRegistryProducer(opts.Gatherer, cfg.Temporality(), opts.GenAI, opts.Version)))
+		sdkmetric.WithProducer(producer))
 	return Metrics{provider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(res)), timeout: timeout}, nil
 }
 

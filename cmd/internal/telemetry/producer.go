@@ -2,6 +2,9 @@ package telemetry
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/itlproxy/itlproxy/metrics"
 )
 
 // registryProducer is what the OTLP push reads at each push: the registry
@@ -22,24 +27,32 @@ import (
 // the delta temporalities (delta.go) and the GenAI metrics (genai.go).
 type registryProducer struct {
 	gatherer prometheus.Gatherer
+	// genAISource gathers the families the GenAI metrics are derived
+	// from, which are not pushed as they are; nil: none.
+	genAISource prometheus.Gatherer
 	// snapshot is what the bridge gathers: the families just gathered.
 	snapshot *gathered
 	bridge   sdkmetric.Producer
 	deltas   *deltas // nil: cumulative
 	genAI    GenAI
 	scope    instrumentation.Scope
-	mu       sync.Mutex // a push at a time (the reader's Collect may race its loop)
+	// failed is why the last push lacks families, for the exporter to
+	// count (exportcount.go).
+	failed *gatherFailure
+	mu     sync.Mutex // a push at a time (the reader's Collect may race its loop)
 }
 
-func newRegistryProducer(g prometheus.Gatherer, t Temporality, genAI GenAI, version string) *registryProducer {
+func newRegistryProducer(g, genAISource prometheus.Gatherer, t Temporality, genAI GenAI, version string) *registryProducer {
 	snapshot := &gathered{}
 	return &registryProducer{
-		gatherer: g,
-		snapshot: snapshot,
-		bridge:   promb.NewMetricProducer(promb.WithGatherer(snapshot)),
-		deltas:   newDeltas(t),
-		genAI:    genAI,
-		scope:    genAIScope(version),
+		gatherer:    g,
+		genAISource: genAISource,
+		snapshot:    snapshot,
+		bridge:      promb.NewMetricProducer(promb.WithGatherer(snapshot)),
+		deltas:      newDeltas(t),
+		genAI:       genAI,
+		scope:       genAIScope(version),
+		failed:      &gatherFailure{},
 	}
 }
 
@@ -50,16 +63,24 @@ func (g *gathered) Gather() ([]*dto.MetricFamily, error) { return g.families, ni
 
 // Produce returns every family of the registry, and the GenAI metrics.
 // A registry that fails to gather some families (a collector's bug,
-// which /metrics would show too) still gives the others.
+// which /metrics would show too) still gives the others: they are pushed,
+// and the failure is the push's, which the exporter counts and logs
+// (failed). Returned, it would make the reader drop the whole push.
 func (p *registryProducer) Produce(ctx context.Context) ([]metricdata.ScopeMetrics, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	families, gatherErr := p.gatherer.Gather()
+	if p.genAISource != nil {
+		sources, err := p.genAISource.Gather()
+		families = append(slices.Clip(families), sources...)
+		gatherErr = errors.Join(gatherErr, err)
+	}
 	p.snapshot.families = families
 	scopes, err := p.bridge.Produce(ctx)
 	p.snapshot.families = nil
-	if err != nil || len(scopes) == 0 {
-		return nil, err
+	p.failed.set(errors.Join(gatherErr, err))
+	if len(scopes) == 0 {
+		return nil, nil
 	}
 	byName := make(map[string]*dto.MetricFamily, len(families))
 	for _, f := range families {
@@ -73,8 +94,45 @@ func (p *registryProducer) Produce(ctx context.Context) ([]metricdata.ScopeMetri
 	if p.deltas != nil {
 		p.deltas.apply(ms)
 	}
-	if g := p.genAI.derive(ms); len(g) > 0 {
+	own, sources := splitGenAISources(ms)
+	scopes[0].Metrics = own
+	if g := p.genAI.derive(sources); len(g) > 0 {
 		scopes = append(scopes, metricdata.ScopeMetrics{Scope: p.scope, Metrics: g})
 	}
-	return scopes, gatherErr
+	return scopes, nil
+}
+
+// splitGenAISources parts the families the GenAI metrics are derived
+// from, which are not pushed themselves, from the others.
+func splitGenAISources(ms []metricdata.Metrics) (own, sources []metricdata.Metrics) {
+	own = ms[:0]
+	for _, m := range ms {
+		if strings.HasPrefix(m.Name, metrics.GenAISourcePrefix) {
+			sources = append(sources, m)
+		} else {
+			own = append(own, m)
+		}
+	}
+	return own, sources
+}
+
+// gatherFailure is why the push the reader collected last lacks families,
+// nil when it lacks none: the producer sets it, the exporter takes it.
+type gatherFailure struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *gatherFailure) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func (f *gatherFailure) take() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	err := f.err
+	f.err = nil
+	return err
 }

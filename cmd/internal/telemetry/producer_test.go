@@ -29,7 +29,7 @@ func TestBridgeConversion(t *testing.T) {
 		classic.Observe(v)
 		summary.Observe(v)
 	}
-	scopes, err := newRegistryProducer(reg, Cumulative, GenAI{}, "v").Produce(t.Context())
+	scopes, err := newRegistryProducer(reg, nil, Cumulative, GenAI{}, "v").Produce(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
