@@ -82,11 +82,14 @@ type Proxy struct {
 	// duplexWarning warns once of a writer that is not full duplex.
 	duplexWarning sync.Once
 	upgrades      upgrades
+	// servers are the records of the upstream servers that streams'
+	// stalls are judged against.
+	servers *servers
 }
 
 // New returns a proxy to cfg.Upstream that records in m and logs to log.
 func New(cfg Config, m *metrics.Metrics, log *zap.Logger) *Proxy {
-	p := &Proxy{cfg: cfg, metrics: m, log: log}
+	p := &Proxy{cfg: cfg, metrics: m, log: log, servers: newServers()}
 	if cfg.ClassHeader != "" {
 		p.classKey = http.CanonicalHeaderKey(cfg.ClassHeader)
 	}

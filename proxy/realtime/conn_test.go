@@ -20,8 +20,9 @@ type watched struct {
 	first bool
 	gaps  []time.Duration
 	ends  []End
-	// delays: each delta's own delay.
-	delays []time.Duration
+	// delays: each delta's own delay; wrote: each write while it was in
+	// flight.
+	delays, wrote []time.Duration
 }
 
 func (w *watcher) Start(s Start) ResponseObserver {
@@ -38,6 +39,7 @@ func (r *watched) FirstDelta(ttft time.Duration, _ time.Time) { r.ttft, r.first 
 func (r *watched) Gap(d time.Duration, _ time.Time)           { r.gaps = append(r.gaps, d) }
 func (r *watched) End(e End)                                  { r.ends = append(r.ends, e) }
 func (r *watched) OwnDelay(d time.Duration)                   { r.delays = append(r.delays, d) }
+func (r *watched) ClientWrite(began, ended time.Time)         { r.wrote = append(r.wrote, ended.Sub(began)) }
 
 // script plays events through a Conn: each step is one side's event,
 // arriving ms milliseconds after the start.

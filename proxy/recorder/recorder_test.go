@@ -169,7 +169,8 @@ func TestIDsAreCut(t *testing.T) {
 }
 
 // TestMemoryAtTheBound fills a recorder with the default bounds to the
-// brim (every entry distinct, ids at their longest, timelines full) and
+// brim (every entry distinct, ids at their longest, timelines and stalls
+// full, each stall naming a prefill of its own) and
 // measures the heap it holds: it must stay under Options.MemoryBound,
 // which docs/debugging.md states.
 func TestMemoryAtTheBound(t *testing.T) {
@@ -196,10 +197,14 @@ func TestMemoryAtTheBound(t *testing.T) {
 		if i >= o.Slowest && i < 2*o.Slowest {
 			ttft = time.Hour + time.Duration(i)
 		}
+		stalls := make([]Stall, MaxStalls+3)
+		for j := range stalls {
+			stalls[j] = Stall{Gap: j + 1, Length: time.Second, Cause: "prefill", Prefill: id(i*len(stalls)+j, "prefill")}
+		}
 		r.Record(tl, Stream{
 			RequestID: id(i, "request"), SessionID: id(i, "session"), TraceID: id(i, "trace"),
 			Model: id(i, "model"), Endpoint: id(i, "endpoint"), Tenant: id(i, "tenant"), Class: id(i, "class"), Outcome: id(i, "outcome"),
-			Start: now, TTFT: ttft, TPOT: time.Millisecond, Gaps: o.MaxGaps + 10, LongestGap: longest,
+			Start: now, TTFT: ttft, TPOT: time.Millisecond, Gaps: o.MaxGaps + 10, LongestGap: longest, Stalls: stalls,
 		})
 	}
 	runtime.GC()
