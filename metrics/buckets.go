@@ -52,6 +52,23 @@ var (
 	// is slower; the quantiles' precision is in the native buckets.
 	breakdownGapBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25}
 
+	// upstreamGapBuckets and upstreamTTFTBuckets: the gaps and TTFT of
+	// each upstream endpoint (a model server pod), where the question is
+	// which pod of a model is slower than its peers, over the range where
+	// pods of one model differ. The E6 series of preferred numbers (1, 1.5,
+	// 2.2, 3.3, 4.7, 6.8 per decade, a step of about 10^(1/6) = 1.47):
+	// 2 is no power of the step, so a p99 read by histogram_quantile puts
+	// pods 2x apart at least 1.4x apart, and pods 2.5x or 3x apart at
+	// least 2x apart (TestUpstreamBucketsSeparatePods). A step of 2 or a
+	// ladder of 1-1.5-2-3 puts 2.5x apart at 2x exactly, which a rule
+	// comparing with twice the peers' median does not call slower.
+	upstreamGapBuckets = []float64{
+		0.0033, 0.0047, 0.0068, 0.01, 0.015, 0.022, 0.033, 0.047, 0.068, 0.1, 0.15, 0.22, 0.33, 0.47,
+	}
+	upstreamTTFTBuckets = []float64{
+		0.015, 0.022, 0.033, 0.047, 0.068, 0.1, 0.15, 0.22, 0.33, 0.47, 0.68, 1, 1.5, 2.2, 3.3, 4.7, 6.8, 10,
+	}
+
 	// maxGapBuckets: each stream's longest gap, from a steady stream's
 	// slowest step to a stall.
 	maxGapBuckets = []float64{0.1, 0.25, 0.5, 1, 2.5}

@@ -455,15 +455,7 @@ func beyondTable(t *testing.T, scenario int) string {
 				st.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
 			}
 		}},
-		{"balanced over upstream endpoints: each endpoint the model's streams went to (a gateway in front of a headless Service)", func(m *Metrics) {
-			m.UpstreamsChanged([]string{"10.0.0.1:8000"}, nil)
-			m.UpstreamEjected("10.0.0.1:8000")
-			s := m.StartStream(l, IDs{})
-			s.SetUpstream("10.0.0.1:8000")
-			s.FirstToken(time.Millisecond)
-			s.Gap(time.Millisecond, 0)
-			s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
-		}},
+		{"balanced over upstream endpoints: one endpoint the model's streams went to (a gateway in front of a headless Service), with the set's own two series", balanced(l, "10.0.0.1:8000")},
 	}
 	count := func(extra ...func(m *Metrics)) int {
 		m, reg := newTestMetrics(t, budgetOptions(false))
@@ -488,7 +480,25 @@ func beyondTable(t *testing.T, scenario int) string {
 		fmt.Fprintf(&b, "| %s | %d | %d |\n", c.what, n-scenario, n)
 		all = append(all, c.record)
 	}
+	one, two := count(balanced(l, "10.0.0.1:8000")), count(balanced(l, "10.0.0.1:8000", "10.0.0.2:8000"))
+	fmt.Fprintf(&b, "| balanced: each further endpoint the model's streams went to | %d | %d |\n", two-one, two)
 	n := count(all...)
 	fmt.Fprintf(&b, "| all of them | %d | %d |\n", n-scenario, n)
 	return b.String()
+}
+
+// balanced records what a proxy balancing over endpoints adds: the set,
+// an ejection and a stream of l on each endpoint.
+func balanced(l Labels, endpoints ...string) func(m *Metrics) {
+	return func(m *Metrics) {
+		m.UpstreamsChanged(endpoints, nil)
+		for _, e := range endpoints {
+			m.UpstreamEjected(e)
+			s := m.StartStream(l, IDs{})
+			s.SetUpstream(e)
+			s.FirstToken(time.Millisecond)
+			s.Gap(time.Millisecond, 0)
+			s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
+		}
+	}
 }

@@ -19,10 +19,10 @@ func (m *Metrics) upstreamCollectors(r *registrar, slos SLOs) {
 		"model", "upstream")
 	m.up.ttft = r.breakdown("upstream_time_to_first_token_seconds",
 		"Time to first token of each stream, from t0, by the upstream endpoint that served it.",
-		withBounds(breakdownTTFTBuckets, slos.bounds(SLOTTFT)...), "model", "upstream")
+		withBounds(upstreamTTFTBuckets, slos.bounds(SLOTTFT)...), "model", "upstream")
 	m.up.itl = r.breakdown("upstream_inter_token_latency_seconds",
 		"Inter-token latency of each gap, by the upstream endpoint that served the stream.",
-		withBounds(breakdownGapBuckets, slos.bounds(SLOITL)...), "model", "upstream")
+		withBounds(upstreamGapBuckets, slos.bounds(SLOITL)...), "model", "upstream")
 	m.up.streams = r.counter("upstream_streams_total",
 		"Streams ended, by the upstream endpoint that served them and by outcome.",
 		"model", "upstream", "outcome")

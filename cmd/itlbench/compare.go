@@ -7,7 +7,6 @@ import (
 	"math"
 	"net/http"
 	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -25,7 +24,10 @@ var comparedMetrics = []struct {
 	{"TPOT", "itlproxy_time_per_output_token_seconds", func(r result) dist { return r.tpot }},
 }
 
-const requestsMetric = "itlproxy_requests_total"
+const (
+	requestsMetric  = "itlproxy_requests_total"
+	buildInfoMetric = "itlproxy_build_info"
+)
 
 // minus returns after - before: what was observed between two scrapes.
 func minus(after, before scrape.Buckets) (scrape.Buckets, error) {
@@ -122,8 +124,11 @@ func scrapeProxy(ctx context.Context, url, endpoint string) (proxyScrape, error)
 	if err != nil {
 		return proxyScrape{}, fmt.Errorf("GET %s: %v", redactedURL(url), err)
 	}
-	if families[comparedMetrics[0].metric] == nil {
-		return proxyScrape{}, fmt.Errorf("GET %s: no %s: is it itlproxy's admin /metrics?", redactedURL(url), comparedMetrics[0].metric)
+	// An itlproxy that has measured nothing yet has no histogram series,
+	// but its build info: the comparison starts from nothing.
+	if families[comparedMetrics[0].metric] == nil && families[buildInfoMetric] == nil {
+		return proxyScrape{}, fmt.Errorf("GET %s: neither %s nor %s: is it itlproxy's admin /metrics?", redactedURL(url),
+			comparedMetrics[0].metric, buildInfoMetric)
 	}
 	s := proxyScrape{hists: map[string]map[string]*scrape.Buckets{}, requests: map[string]float64{}}
 	for _, c := range comparedMetrics {
@@ -272,6 +277,10 @@ const compareMethod = "proxy numbers are this run's only: the scrape after the r
 // compare builds the comparison of the client's results with the proxy's
 // between two scrapes.
 func compare(url, endpoint string, before, after proxyScrape, all result, perModel []result) (*comparison, error) {
+	if after.requests[""] == 0 {
+		return nil, fmt.Errorf("itlproxy at %s has measured nothing on %s yet: did the run's requests go through it (-url)?",
+			redactedURL(url), endpoint)
+	}
 	own, err := ownAccountOf(endpoint, before, after)
 	if err != nil {
 		return nil, err
@@ -308,7 +317,7 @@ func compare(url, endpoint string, before, after proxyScrape, all result, perMod
 }
 
 func (c *comparison) writeText(w io.Writer) error {
-	if _, err := fmt.Fprintf(w, "\nitlproxy's view (%s), this run only:\n", c.MetricsURL); err != nil {
+	if _, err := fmt.Fprintf(w, "\nitlproxy's view (%s): %s.\n", c.MetricsURL, compareMethod); err != nil {
 		return err
 	}
 	if c.Note != "" {
@@ -332,9 +341,6 @@ func (c *comparison) writeText(w io.Writer) error {
 		}
 	}
 	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(w, "%s.\n", strings.ToUpper(compareMethod[:1])+compareMethod[1:]); err != nil {
 		return err
 	}
 	if c.Own != nil {

@@ -94,12 +94,25 @@ func TestCompareWithRealItlproxy(t *testing.T) {
 	base := "http://" + proxyAddr + "/v1"
 	metricsURL := "http://" + adminAddr + "/metrics"
 
-	// Earlier traffic, which the comparison must leave out.
-	if _, out, err := benchJSON(t, context.Background(), "-url", base, "-model", "a", "-requests", "3", "-max-tokens", "5"); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	// A run that does not go through the fresh proxy: it has measured
+	// nothing, and says so.
+	rep, out, err := benchJSON(t, context.Background(), "-url", up.URL+"/v1", "-model", "a", "-requests", "2", "-max-tokens", "5",
+		"-compare-metrics", metricsURL)
+	if err != nil || rep.Compare != nil || !strings.Contains(rep.CompareError, "has measured nothing on chat_completions yet") {
+		t.Fatalf("a run past the fresh proxy: %v, comparison %+v, error %q\n%s", err, rep.Compare, rep.CompareError, out)
+	}
+	// Earlier traffic, which the comparison below must leave out; its own
+	// comparison starts from the proxy that had measured nothing.
+	rep, out, err = benchJSON(t, context.Background(), "-url", base, "-model", "a", "-requests", "3", "-max-tokens", "5",
+		"-compare-metrics", metricsURL)
+	if err != nil || rep.Compare == nil || rep.CompareError != "" {
+		t.Fatalf("a run through the fresh proxy: %v, comparison %+v, error %q\n%s", err, rep.Compare, rep.CompareError, out)
+	}
+	if n := rep.Compare.Sets[0].TTFT.Proxy.Count; n != 3 {
+		t.Errorf("the first run through the proxy: %d TTFTs measured, want 3", n)
 	}
 	const sent, tokens = 12, 20
-	rep, out, err := benchJSON(t, context.Background(), "-url", base, "-model", "a,b", "-c", "4", "-requests", fmt.Sprint(sent),
+	rep, out, err = benchJSON(t, context.Background(), "-url", base, "-model", "a,b", "-c", "4", "-requests", fmt.Sprint(sent),
 		"-warmup", "4", "-max-tokens", fmt.Sprint(tokens), "-compare-metrics", metricsURL)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)

@@ -205,6 +205,7 @@ Usage:
   itlproxy           proxy to ITLPROXY_UPSTREAM_URL
   itlproxy demo      run a simulated upstream, the proxy and a small load, and
                      print a live table (no LLM server needed)
+  itlproxy demo -h   print the demo's help: its models, objectives and settings
   itlproxy version   print the version
   itlproxy -h        print this help
 

@@ -6,9 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/itlproxy/itlproxy/cmd/internal/demo"
+	"github.com/itlproxy/itlproxy/cmd/internal/envconfig"
 	"github.com/itlproxy/itlproxy/cmd/internal/llmsim"
 )
 
@@ -37,6 +40,43 @@ func (s *server) runDemo(ctx context.Context, stdout io.Writer) error {
 			target, sim.Models()[0])
 		return demo.Run(ctx, target, sim.Models(), s.cfg.DemoClients, s.reg, stdout, s.log)
 	})
+}
+
+// demoVariables are the variables demoUsage shows: those that shape the
+// demo (the others of itlproxy -h apply too).
+var demoVariables = []string{"ITLPROXY_DEMO_CLIENTS", "ITLPROXY_LISTEN_ADDR", "ITLPROXY_ADMIN_ADDR",
+	"ITLPROXY_SLO_TTFT", "ITLPROXY_SLO_ITL", "ITLPROXY_SLO_TPOT", "ITLPROXY_SLO_MAX_GAP", "ITLPROXY_SLO_FILE"}
+
+// demoUsage is what `itlproxy demo -h` shows: what the demo runs, its
+// models and their objectives, and the variables that shape it.
+func demoUsage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `itlproxy demo: the proxy in front of a simulated OpenAI-compatible upstream,
+driven by a few streaming clients, so that its metrics, objectives and live
+page fill within seconds; no LLM server needed. It prints the live page's
+address, then every %s a table of what the proxy measured, until it is
+interrupted (Ctrl-C).
+
+Usage:
+  itlproxy demo      run the demo
+  itlproxy demo -h   print this help
+
+The simulated models, with jitter and occasional stalls, and the objectives
+the demo judges them by (setting any ITLPROXY_SLO_* variable or an SLO file
+replaces these with yours):
+`, demo.TableEvery)
+	for _, m := range demo.Models {
+		o := demo.Objectives[m.Name]
+		fmt.Fprintf(&b, "  %-22s TTFT %-6v ITL %-5v   objectives: TTFT %v, ITL %v, TPOT %v, max gap %v\n",
+			m.Name, m.TTFT, m.ITL, o.TTFT, o.ITL, o.TPOT, o.MaxGap)
+	}
+	b.WriteString(`
+Configuration, from the environment: every variable of 'itlproxy -h' but
+ITLPROXY_UPSTREAM_*, whose place the simulated upstream takes; these shape
+the demo:
+`)
+	envconfig.UsageOf(&b, reflect.TypeFor[config](), demoVariables...)
+	return b.String()
 }
 
 // loopback returns addr with an unspecified host replaced by 127.0.0.1,

@@ -37,11 +37,13 @@ var (
 	revision = ""
 )
 
-// usageError is a command line that names no known command.
-type usageError struct{ arg string }
+// usageError is a command line that names no known command, or a known
+// command with an argument it does not take; help is the command line
+// that says what it takes.
+type usageError struct{ arg, help string }
 
 func (e *usageError) Error() string {
-	return fmt.Sprintf("unknown argument %q; run 'itlproxy -h' for usage", e.arg)
+	return fmt.Sprintf("unknown argument %q; run '%s' for usage", e.arg, e.help)
 }
 
 // run is the whole program: main only adds signals, the environment and
@@ -53,14 +55,21 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	case len(args) == 0:
 	case len(args) == 1 && args[0] == "demo":
 		demoMode = true
-	case len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help"):
+	case len(args) == 1 && isHelp(args[0]):
 		_, err := io.WriteString(stdout, usage())
+		return err
+	case len(args) == 2 && args[0] == "demo" && isHelp(args[1]):
+		_, err := io.WriteString(stdout, demoUsage())
 		return err
 	case len(args) == 1 && args[0] == "version":
 		_, err := fmt.Fprintf(stdout, "itlproxy %s (revision %s, %s)\n", version, buildRevision(), runtime.Version())
 		return err
+	case args[0] == "demo":
+		return &usageError{arg: args[1], help: "itlproxy demo -h"}
+	case args[0] == "version":
+		return &usageError{arg: args[1], help: "itlproxy -h"}
 	default:
-		return &usageError{arg: args[0]}
+		return &usageError{arg: args[0], help: "itlproxy -h"}
 	}
 	cfg, err := loadConfig(environ, demoMode)
 	if err != nil {
@@ -117,6 +126,9 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	}
 	return srv.run(ctx, nil)
 }
+
+// isHelp reports whether arg asks for help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "help" }
 
 func buildRevision() string {
 	if revision != "" {

@@ -135,6 +135,9 @@ func TestExitStatuses(t *testing.T) {
 			`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="collector:4318": not an http or https URL`},
 		{"unknown command", []string{"serve"}, nil, 2, `unknown argument "serve"`},
 		{"help", []string{"-h"}, nil, 0, "ITLPROXY_UPSTREAM_URL"},
+		{"demo help", []string{"demo", "-h"}, nil, 0, "itlproxy demo -h   print this help"},
+		{"demo help, long", []string{"demo", "--help"}, nil, 0, "ITLPROXY_DEMO_CLIENTS (default 6)"},
+		{"demo, unknown argument", []string{"demo", "-x"}, nil, 2, `unknown argument "-x"; run 'itlproxy demo -h' for usage`},
 		{"version", []string{"version"}, nil, 0, "itlproxy dev"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -341,7 +341,7 @@ func TestStallCauses(t *testing.T) {
 
 	dom := chromiumDOMIn(t, "stalls", "http://"+proxy.Admin+"/")
 	for _, cause := range []string{metrics.StallPrefill, metrics.StallClient, metrics.StallUpstream} {
-		if !regexp.MustCompile(`<span class="stall" data-gap="\d+" data-cause="` + cause + `">`).MatchString(dom) ||
+		if !regexp.MustCompile(`<span class="stall" data-gap="\d+" data-cause="`+cause+`">`).MatchString(dom) ||
 			!strings.Contains(dom, `data-cause="`+cause+`" x="`) {
 			t.Errorf("the live page shows no %s stall:\n%s", cause, dom)
 		}

@@ -54,6 +54,13 @@ func StartPrometheusScraping(t testing.TB, scrapeConfigs string, ruleFiles ...st
 	return startPrometheus(t, nil, scrapeConfigs, ruleFiles)
 }
 
+// StartNativePrometheusScraping is StartPrometheusScraping with native
+// histograms on, as StartNativePrometheus.
+func StartNativePrometheusScraping(t testing.TB, scrapeConfigs string, ruleFiles ...string) *Prometheus {
+	t.Helper()
+	return startPrometheus(t, []string{"--enable-feature=native-histograms"}, scrapeConfigs, ruleFiles)
+}
+
 // scrapeTarget is the scrape configuration of one itlproxy at target.
 func scrapeTarget(target string) string {
 	return fmt.Sprintf(`  - job_name: itlproxy

@@ -1,6 +1,7 @@
 // Package admin is itlproxy's admin listener: /metrics (OpenMetrics when
 // the scraper asks, for exemplars), the probes /healthz and /readyz, the
-// live page at / (livepage.go, its rolling windows in history.go), the
+// live page at / (livepage.go, its rolling windows in history.go, its
+// table of upstream endpoints in upstreams.go), the
 // stream recorder's /debug/streams (debugstreams.go), POST /-/reload and,
 // when asked, Go's profiler at /debug/pprof/. A web configuration file,
 // the format Prometheus takes with --web.config.file, guards it with TLS

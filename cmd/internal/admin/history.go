@@ -30,10 +30,12 @@ type modelSample struct {
 	ttft, itl         scrape.Buckets
 }
 
-// sample is the registry at one instant, per model.
+// sample is the registry at one instant, per model, and per model on
+// each upstream endpoint when the proxy balances (upstreams.go).
 type sample struct {
-	at     time.Time
-	models map[string]modelSample
+	at        time.Time
+	models    map[string]modelSample
+	upstreams map[upstreamKey]upstreamSample
 }
 
 // takeSample reads g once.
@@ -42,7 +44,7 @@ func takeSample(g prometheus.Gatherer, at time.Time) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
-	s := sample{at: at, models: map[string]modelSample{}}
+	s := sample{at: at, models: map[string]modelSample{}, upstreams: takeUpstreams(fs)}
 	for _, m := range fs.Series("itlproxy_requests_total") {
 		name := scrape.Label(m, "model")
 		if _, done := s.models[name]; done {

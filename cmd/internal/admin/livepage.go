@@ -19,8 +19,10 @@ import (
 
 // The live page at / on the admin listener: per model, streams in flight,
 // rates, TTFT and ITL quantiles over the last minute and five (history.go),
-// goodput where objectives judge streams, and the slowest recent streams
-// from the recorder, each gap timeline drawn as inline SVG. Rendered on
+// goodput where objectives judge streams, each upstream endpoint's when the
+// proxy balances (upstreams.go), and the slowest recent streams from the
+// recorder, each naming its endpoint, each gap timeline drawn as inline
+// SVG. Rendered on
 // the server from a Go template: no script, no external asset; the page
 // reloads itself with a meta refresh.
 
@@ -93,10 +95,15 @@ type pageData struct {
 	Refresh int
 	Models  []pageModel
 	Slowest []pageStream
-	// SlowestTTFT are the slowest to their first token, not drawn.
-	SlowestTTFT []pageStream
-	Stall       string
-	Recording   string
+	// SlowestTTFT are the slowest to their first token, not drawn;
+	// TTFTUpstreams when any of them names its upstream endpoint.
+	SlowestTTFT   []pageStream
+	TTFTUpstreams bool
+	Stall         string
+	Recording     string
+	// Upstreams is each model on each upstream endpoint, when the proxy
+	// balances (upstreams.go).
+	Upstreams pageUpstreams
 }
 
 // livePage answers GET /.
@@ -124,22 +131,23 @@ func (s *Server) pageData(now time.Time) pageData {
 	if s.o.StallThreshold > 0 {
 		d.Stall = s.o.StallThreshold.String()
 	}
-	d.Models = s.pageModels(now)
+	if cur, err := takeSample(s.o.Registry, now); err == nil {
+		d.Models = s.pageModels(now, cur)
+		d.Upstreams = s.upstreamTable(now, cur)
+	}
 	for _, e := range s.o.Recorder.Slowest(recorder.ByLongestGap, pageSlowest) {
 		d.Slowest = append(d.Slowest, s.drawStream(e))
 	}
 	for _, e := range s.o.Recorder.Slowest(recorder.ByTTFT, pageSlowest) {
 		d.SlowestTTFT = append(d.SlowestTTFT, pageStream{Entry: e, Link: streamLink(e), TTFT: e.TTFT.Round(time.Millisecond).String()})
+		d.TTFTUpstreams = d.TTFTUpstreams || e.Upstream != ""
 	}
 	return d
 }
 
-// pageModels returns each model's row, by name.
-func (s *Server) pageModels(now time.Time) []pageModel {
-	cur, err := takeSample(s.o.Registry, now)
-	if err != nil {
-		return nil
-	}
+// pageModels returns each model's row, by name, from cur, the registry
+// now.
+func (s *Server) pageModels(now time.Time, cur sample) []pageModel {
 	var out []pageModel
 	for name, m := range cur.models {
 		row := pageModel{Name: name, InFlight: m.inFlight}

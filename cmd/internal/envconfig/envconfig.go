@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,10 +71,14 @@ func parseProblem(pe env.ParseError) string {
 
 // Usage writes each variable of t, a struct type (embedded structs'
 // too), in order: its name, its default and its help.
-func Usage(w io.Writer, t reflect.Type) {
+func Usage(w io.Writer, t reflect.Type) { UsageOf(w, t) }
+
+// UsageOf is Usage for the variables keys names, or every one without
+// keys.
+func UsageOf(w io.Writer, t reflect.Type, keys ...string) {
 	for _, f := range reflect.VisibleFields(t) {
 		key, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-		if key == "" {
+		if key == "" || len(keys) > 0 && !slices.Contains(keys, key) {
 			continue
 		}
 		fmt.Fprintf(w, "  %s", key)
