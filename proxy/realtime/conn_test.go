@@ -279,6 +279,16 @@ func TestForwarding(t *testing.T) {
 	if len(r1.ends) != 1 || r1.ends[0].ClientWriteWait != ms(21) || len(r2.ends) != 1 || r2.ends[0].ClientWriteWait != ms(18) {
 		t.Errorf("ends %+v, %+v; want r1's writes 1+2+3+4+5+6 ms, r2's 5+6+7 ms", r1.ends, r2.ends)
 	}
+	// Each response hears the writes while it was in flight, as their
+	// intervals (its stalls' causes), from its start on: r1's waited for
+	// the client's bytes to be measured (the microseconds that tell
+	// whether it answers a response.create), and hears the writes after.
+	if want := []time.Duration{ms(4), ms(5), ms(6)}; !slices.Equal(r1.wrote, want) {
+		t.Errorf("r1 heard writes %v, want %v", r1.wrote, want)
+	}
+	if want := []time.Duration{ms(6), ms(7)}; !slices.Equal(r2.wrote, want) {
+		t.Errorf("r2 heard writes %v, want %v", r2.wrote, want)
+	}
 }
 
 // TestConnClose: a Close frame says who ended the connection before
