@@ -206,11 +206,11 @@ func (m *Metrics) sessionCollectors(r *registrar, slos SLOs) {
 	r.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "sessions_tracked",
 		Help: "Sessions the tracker remembers now (at most ITLPROXY_SESSION_MAX).",
-	}, func() float64 { live, _ := m.sessions.size(); return float64(live) }))
+	}, func() float64 { live, _ := m.sessions.size(time.Now()); return float64(live) }))
 	r.register(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Namespace: namespace, Name: "session_evictions_total",
 		Help: "Live sessions the tracker forgot to stay within ITLPROXY_SESSION_MAX.",
-	}, func() float64 { _, evicted := m.sessions.size(); return float64(evicted) }))
+	}, func() float64 { _, evicted := m.sessions.size(time.Now()); return float64(evicted) }))
 }
 
 // buildInfo registers itlproxy_build_info, always 1.

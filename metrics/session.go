@@ -6,18 +6,22 @@ import (
 	"time"
 )
 
+// sessionBytes bounds what one session costs the tracker, its id cut to
+// MaxIDBytes included (about 300 bytes measured: TestSessionMemoryBound).
+// SECURITY.md and docs/operations.md give it, and what the tracker costs
+// at most in all (ITLPROXY_SESSION_MAX times it).
+const sessionBytes = 400
+
 // baselineTurns is how many of a session's first turns make its
 // baseline: later streams are compared with the median of their medians.
 const baselineTurns = 3
 
-// maxSessionIDBytes bounds the key a session costs in memory.
-const maxSessionIDBytes = 128
-
 // sessionTracker remembers, for each live session, how many streams it has
 // started and the median gaps of its first turns. It is bounded twice:
 // at most max sessions (the least recently seen is dropped first), and a
-// session idle for ttl starts afresh. A flood of distinct session ids costs
-// at most max entries of about 200 bytes.
+// session idle for ttl is forgotten: swept at the next call (a stream's
+// start or end, a scrape), whether its id comes back or not. A flood of
+// distinct session ids costs at most max entries of sessionBytes each.
 type sessionTracker struct {
 	max int
 	ttl time.Duration
@@ -47,9 +51,10 @@ func newSessionTracker(max int, ttl time.Duration) *sessionTracker {
 // get returns the live session id, creating it (and evicting the least
 // recently seen beyond max) as needed. Called with mu held.
 func (t *sessionTracker) get(id string, now time.Time) *session {
-	if len(id) > maxSessionIDBytes {
-		id = id[:maxSessionIDBytes]
+	if len(id) > MaxIDBytes {
+		id = KeepID(id) // the caller's should be already
 	}
+	t.sweep(now)
 	if e, ok := t.byID[id]; ok {
 		s := e.Value.(*session)
 		if now.Sub(s.lastSeen) <= t.ttl {
@@ -57,7 +62,7 @@ func (t *sessionTracker) get(id string, now time.Time) *session {
 			t.lru.MoveToFront(e)
 			return s
 		}
-		t.lru.Remove(e) // expired: a new session under an old id
+		t.lru.Remove(e) // expired, and not yet swept: a new session under an old id
 		delete(t.byID, id)
 	}
 	for t.lru.Len() >= t.max {
@@ -139,10 +144,25 @@ func (t *sessionTracker) end(id string, turn int, median time.Duration, hasMedia
 	return v
 }
 
-// size returns the number of sessions tracked and those evicted so far.
-func (t *sessionTracker) size() (live int, evicted uint64) {
+// sweep forgets the sessions idle for longer than the TTL at now: the
+// least recently seen, at the back of the list. Called with mu held.
+func (t *sessionTracker) sweep(now time.Time) {
+	for e := t.lru.Back(); e != nil; e = t.lru.Back() {
+		s := e.Value.(*session)
+		if now.Sub(s.lastSeen) <= t.ttl {
+			return
+		}
+		t.lru.Remove(e)
+		delete(t.byID, s.id)
+	}
+}
+
+// size returns the number of sessions tracked at now, the expired swept,
+// and those evicted so far.
+func (t *sessionTracker) size(now time.Time) (live int, evicted uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.sweep(now)
 	return t.lru.Len(), t.evicted
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -110,7 +111,7 @@ func TestSessionTrackerFlood(t *testing.T) {
 	atBound := heap()
 	fill(bound, 100_000)
 	after := heap()
-	live, evicted := tr.size()
+	live, evicted := tr.size(now)
 	if live != bound || evicted != 100_000 {
 		t.Errorf("live %d evicted %d, want %d and 100000", live, evicted, bound)
 	}
@@ -124,8 +125,95 @@ func TestSessionTrackerFlood(t *testing.T) {
 	// Over-long ids are cut, so one session costs a bounded key.
 	long := strings.Repeat("y", 10_000)
 	tr.begin(long, 0, now)
-	if _, ok := tr.byID[long[:maxSessionIDBytes]]; !ok {
+	if _, ok := tr.byID[long[:MaxIDBytes]]; !ok {
 		t.Error("a long id is not kept under its first 128 bytes")
+	}
+}
+
+// TestSessionMemoryBound: sessions under hostile ids (60 KB each, every
+// one distinct, half of them invalid UTF-8 cut inside a character) cost
+// at most sessionBytes each, what the documents promise: the tracker keeps
+// its own copy of each id's first MaxIDBytes, nothing of the id it was
+// given.
+func TestSessionMemoryBound(t *testing.T) {
+	const n = 2000
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	tr := newSessionTracker(n, time.Hour)
+	now := time.Now()
+	before := heap()
+	for i := range n {
+		id := fmt.Sprintf("%06d", i) + strings.Repeat("é", 30_000)
+		if i%2 == 1 {
+			id = fmt.Sprintf("%06d\xff", i) + strings.Repeat("é", 30_000)
+		}
+		turn := tr.begin(id, 0, now)
+		tr.end(id, turn, 10*ms, true, 2, now)
+	}
+	per := (heap() - before) / n
+	if live, _ := tr.size(now); live != n {
+		t.Fatalf("%d sessions tracked, want %d", live, n)
+	}
+	if per > sessionBytes {
+		t.Errorf("%d bytes a session, over the %d documented", per, sessionBytes)
+	}
+	for id := range tr.byID {
+		if len(id) > MaxIDBytes || !utf8.ValidString(id) {
+			t.Fatalf("kept id of %d bytes, valid UTF-8 %v", len(id), utf8.ValidString(id))
+		}
+	}
+	t.Logf("%d bytes a session with 60 KB ids", per)
+	runtime.KeepAlive(tr)
+}
+
+// TestSessionsSweptOnTheirOwn: sessions idle past the TTL are forgotten
+// though their ids never come back, at the next stream of any session or
+// at a scrape.
+func TestSessionsSweptOnTheirOwn(t *testing.T) {
+	tr := newSessionTracker(100, time.Minute)
+	t0 := time.Unix(0, 0)
+	for i := range 50 {
+		tr.begin(fmt.Sprint("old-", i), 0, t0)
+	}
+	tr.begin("recent", 0, t0.Add(50*time.Second))
+	if live, _ := tr.size(t0.Add(59 * time.Second)); live != 51 {
+		t.Fatalf("%d sessions before the TTL, want 51", live)
+	}
+	if live, _ := tr.size(t0.Add(61 * time.Second)); live != 1 {
+		t.Errorf("%d sessions once 50 of them expired, want 1", live)
+	}
+	tr.begin("other", 0, t0.Add(200*time.Second))
+	if _, ok := tr.byID["recent"]; ok || len(tr.byID) != 1 || tr.lru.Len() != 1 {
+		t.Errorf("after another session's stream, %d sessions (recent kept %v), want only the new one", len(tr.byID), ok)
+	}
+	if _, evicted := tr.size(t0.Add(200 * time.Second)); evicted != 0 {
+		t.Errorf("%d expired sessions counted as evicted", evicted)
+	}
+}
+
+func TestKeepID(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"abc", "abc"},
+		{strings.Repeat("a", 200), strings.Repeat("a", MaxIDBytes)},
+		// 127 bytes, then a two-byte character that would end past 128.
+		{strings.Repeat("a", 127) + "é" + "z", strings.Repeat("a", 127)},
+		{strings.Repeat("a", 126) + "é" + "z", strings.Repeat("a", 126) + "é"},
+		{"a\xffb", "ab"},
+		{strings.Repeat("\x80", 300), ""},
+		{"sess\xff\xfe-1", "sess-1"},
+		{strings.Repeat("日本", 40), strings.Repeat("日本", 21)}, // 3-byte runes: 126 of 128 bytes
+	} {
+		got := KeepID(c.in)
+		if got != c.want {
+			t.Errorf("KeepID(%.20q...) = %q, want %q", c.in, got, c.want)
+		}
+		if got != "" && unsafe.StringData(got) == unsafe.StringData(c.in) {
+			t.Errorf("KeepID(%.20q...) shares the memory of the id it was given", c.in)
+		}
 	}
 }
 

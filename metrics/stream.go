@@ -12,8 +12,34 @@ import (
 // IDs identify a request in exemplars, so that a point on a latency panel
 // leads to the request, its session and its trace, and the upstream
 // endpoint that served it (set by Stream.SetUpstream). Any may be empty.
+// Those a client sent are kept for the stream's life and longer (the
+// session tracker, the recorder, the span), so each is what KeepID makes
+// of it: a bounded copy.
 type IDs struct {
 	Request, Session, Trace, Upstream string
+}
+
+// MaxIDBytes bounds each id kept: a session id or a user, a request id, a
+// trace id.
+const MaxIDBytes = 128
+
+// KeepID returns what is kept of an id a client sent: its first MaxIDBytes
+// bytes, cut at a character boundary, without invalid UTF-8 (which
+// exemplars and spans refuse), in memory of its own, so that the header or
+// body it was cut from, however large, is not kept with it. What is kept
+// is what every output shows.
+func KeepID(id string) string {
+	if n := len(id); n > MaxIDBytes {
+		n = MaxIDBytes
+		for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(id[n]); i++ {
+			n--
+		}
+		id = id[:n]
+	}
+	if utf8.ValidString(id) {
+		return strings.Clone(id)
+	}
+	return strings.ToValidUTF8(id, "")
 }
 
 // band is a label value for a range of positions or turns, up to upTo.
@@ -402,11 +428,21 @@ func exemplarLabels(ids IDs) prometheus.Labels {
 		if v == "" || room <= 0 {
 			continue
 		}
-		if utf8.RuneCountInString(v) > room {
-			v = string([]rune(v)[:room])
-		}
+		v = firstRunes(v, room)
 		l[f.name] = v
 		budget -= utf8.RuneCountInString(f.name) + utf8.RuneCountInString(v)
 	}
 	return l
+}
+
+// firstRunes is s up to its first n runes: a slice of s, where converting
+// it to runes would cost four bytes a byte of it.
+func firstRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 
@@ -13,19 +15,35 @@ import (
 // URL names the server's address, and its Host header stays the
 // upstream's (or the server's own, for a list of URLs). A request whose
 // connection a server refused was not sent: it goes to another
-// server, and the one that refused is set aside for a while.
+// server, maxTries in all at most, and the one that refused is set
+// aside for a while.
 type balancer struct {
 	set *upstream.Set
 	rt  http.RoundTripper
 }
 
+// maxTries bounds the servers a request is sent to when they refuse its
+// connection: the first, and two others. A pool that refuses everything
+// (a Service whose pods are all gone, a list of dead addresses) then costs
+// each request three dials, not one per server, and the client its 502
+// at once.
+const maxTries = 3
+
 func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 	ex := exchangeFrom(req.Context())
-	var tried []*upstream.Server
+	var buf [maxTries]*upstream.Server
+	tried := buf[:0]
+	var lastErr error // the last refusal
 	for {
-		sv := b.set.Pick(tried)
-		if sv == nil {
+		var sv *upstream.Server
+		if len(tried) < maxTries {
+			sv = b.set.Pick(tried)
+		}
+		switch {
+		case sv == nil && len(tried) == 0:
 			return nil, errNoServer
+		case sv == nil:
+			return nil, refusedBy(tried, lastErr)
 		}
 		tried = append(tried, sv)
 		out := *req
@@ -48,19 +66,26 @@ func (b *balancer) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		b.set.Refused(sv)
+		lastErr = err
 		// Nothing of the request was sent; its body may have been closed
 		// all the same, and is sent again from the start when it can be.
 		if req.Body != nil && req.Body != http.NoBody {
-			if req.GetBody == nil {
-				return resp, err
+			var body io.ReadCloser
+			if req.GetBody != nil {
+				body, err = req.GetBody()
 			}
-			body, gerr := req.GetBody()
-			if gerr != nil {
-				return resp, err
+			if body == nil || err != nil { // a body the proxy does not hold
+				return nil, refusedBy(tried, lastErr)
 			}
 			req.Body = body
 		}
 	}
+}
+
+// refusedBy is the failure of a request that the servers tried all
+// refused, err the last refusal.
+func refusedBy(tried []*upstream.Server, err error) error {
+	return fmt.Errorf("%w (%d; the last: %w)", errRefused, len(tried), err)
 }
 
 // CloseIdleConnections closes the transport's idle connections.
@@ -70,7 +95,12 @@ func (b *balancer) CloseIdleConnections() {
 	}
 }
 
-var errNoServer = errors.New("itlproxy: every upstream server refused the connection")
+// The balancer's failures: no server to send to (a name that resolves
+// to nothing now), and the servers tried all refused the connection.
+var (
+	errNoServer = errors.New("itlproxy: the upstream has no server now")
+	errRefused  = errors.New("itlproxy: the upstream servers tried refused the connection")
+)
 
 // refused reports whether err is a connection that could not be made (the
 // dial failed): nothing of the request reached the server.

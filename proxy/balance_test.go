@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/itlproxy/itlproxy/internal/testdns"
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/proxy/transport"
@@ -26,6 +28,7 @@ type ejections struct {
 
 func (*ejections) Resolved(_, _ []*upstream.Server) {}
 func (*ejections) ResolveFailed(error)              {}
+func (*ejections) LeftOut([]string)                 {}
 func (e *ejections) Ejected(sv *upstream.Server, _ time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -49,6 +52,16 @@ func closedAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// staticSet is upstream.NewStatic, which the test expects to succeed.
+func staticSet(t *testing.T, urls []*url.URL, o upstream.Options) *upstream.Set {
+	t.Helper()
+	set, err := upstream.NewStatic(urls, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
 }
 
 func mustParse(t *testing.T, raw string) *url.URL {
@@ -80,7 +93,7 @@ func TestRefusedServerRetriedElsewhere(t *testing.T) {
 		up.ServeHTTP(w, r)
 	}), func(c *Config, _ *metrics.Options) {
 		good = c.Upstream
-		set = upstream.NewStatic([]*url.URL{mustParse(t, "http://"+dead), good},
+		set = staticSet(t, []*url.URL{mustParse(t, "http://"+dead), good},
 			upstream.Options{MaxLabels: 8, EjectFor: time.Minute, Events: ev})
 		c.Servers = set
 	})
@@ -129,7 +142,7 @@ func TestCanceledClientSetsNoServerAside(t *testing.T) {
 	for range 3 {
 		urls = append(urls, mustParse(t, "http://"+closedAddr(t)))
 	}
-	set := upstream.NewStatic(urls, upstream.Options{MaxLabels: 8, EjectFor: time.Minute, Events: ev})
+	set := staticSet(t, urls, upstream.Options{MaxLabels: 8, EjectFor: time.Minute, Events: ev})
 	lean := transport.NewLean(0, nil)
 	var d net.Dialer
 	lean.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -181,5 +194,60 @@ func TestResolvedServerKeepsTheName(t *testing.T) {
 	h.waitServed(1)
 	if got, want := host.Load(), "llm.test.:"+port; got != want {
 		t.Errorf("the upstream got Host %q, want %q", got, want)
+	}
+}
+
+// A pool that refuses every connection costs a request maxTries dials,
+// whatever its size, and the client a 502 at once; every refusal is
+// counted, and logged at a bounded rate: one line for all of them, and
+// one for all the 502s.
+func TestRefusingPoolBounded(t *testing.T) {
+	var urls []*url.URL
+	for range 50 {
+		urls = append(urls, mustParse(t, "http://"+closedAddr(t)))
+	}
+	ev := &laterEvents{}
+	var set *upstream.Set
+	h := newHarness(t, nil, func(c *Config, _ *metrics.Options) {
+		set = staticSet(t, urls, upstream.Options{MaxLabels: 8, EjectFor: time.Minute, Events: ev})
+		c.Upstream, c.Servers = urls[0], set
+	})
+	// The proxy's events, on its metrics and its log, as the command's.
+	ev.Events = UpstreamEvents(h.rec, zap.New(h.logCore), nil)
+	ev.Resolved(set.Servers(), nil)
+	const n = 10
+	for range n {
+		resp := h.post("/v1/chat/completions", arrivalBody)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), `"code":"upstream_unreachable"`) {
+			t.Fatalf("%d %s, want 502 upstream_unreachable", resp.StatusCode, body)
+		}
+	}
+	h.waitServed(n)
+	if v := h.counter("itlproxy_upstream_ejections_total"); v != n*maxTries {
+		t.Errorf("%v refusals counted, want %d: %d tried for each request", v, n*maxTries, maxTries)
+	}
+	if got := h.logs.FilterMessageSnippet("refused a connection").Len(); got != 1 {
+		t.Errorf("%d lines of refusals, want 1", got)
+	}
+	if got := h.logs.FilterMessageSnippet("upstream unreachable").Len(); got != 1 {
+		t.Errorf("%d lines of requests answered 502, want 1", got)
+	}
+}
+
+// laterEvents hands a set's events to Events once it is set, and drops
+// those before.
+type laterEvents struct{ upstream.Events }
+
+func (l *laterEvents) Resolved(servers, removed []*upstream.Server) {
+	if l.Events != nil {
+		l.Events.Resolved(servers, removed)
+	}
+}
+
+func (l *laterEvents) LeftOut(addrs []string) {
+	if l.Events != nil {
+		l.Events.LeftOut(addrs)
 	}
 }

@@ -164,7 +164,7 @@ func (ex *exchange) respond(resp *http.Response, maxEvent int, idle time.Duratio
 		ex.req.body.release()
 	}
 	if upstreamID := resp.Header.Get(RequestIDHeader); !ex.clientID && validID(upstreamID) {
-		ex.sink.setRequestID(upstreamID)
+		ex.sink.setRequestID(metrics.KeepID(upstreamID))
 	}
 	resp.Header.Set(RequestIDHeader, ex.sink.ids.Request)
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))

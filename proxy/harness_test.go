@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/itlproxy/itlproxy/metrics"
@@ -26,6 +27,7 @@ type harness struct {
 	upstream *httptest.Server
 	proxy    *httptest.Server
 	logs     *observer.ObservedLogs
+	logCore  zapcore.Core // where the proxy logs, which logs observes
 	served   chan struct{}
 	// proxyCloseIdle closes the proxy's idle connections to the upstream.
 	proxyCloseIdle func()
@@ -49,7 +51,7 @@ func startHarness(t testing.TB, upstream http.Handler, server func(*http.Server)
 	core, logs := observer.New(zap.DebugLevel)
 	// served must hold every request a test sends before it waits: a full
 	// channel would block handlers.
-	h := &harness{t: t, reg: prometheus.NewRegistry(), logs: logs, served: make(chan struct{}, 1<<16)}
+	h := &harness{t: t, reg: prometheus.NewRegistry(), logs: logs, logCore: core, served: make(chan struct{}, 1<<16)}
 	cfg := Config{MaxRequestBytes: 1 << 20, MaxEventBytes: 1 << 20}
 	mopts := metrics.Options{MaxModels: 32, Version: "test"}
 	if upstream != nil {

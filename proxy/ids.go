@@ -17,13 +17,10 @@ import (
 // replacing a different one from the upstream when the client sent its own.
 const RequestIDHeader = "X-Request-Id"
 
-// maxIDBytes bounds ids taken from headers.
-const maxIDBytes = 128
-
 // validID reports whether a header value can serve as an id: printable
-// ASCII without spaces, at most maxIDBytes long.
+// ASCII without spaces, at most metrics.MaxIDBytes long.
 func validID(v string) bool {
-	if v == "" || len(v) > maxIDBytes {
+	if v == "" || len(v) > metrics.MaxIDBytes {
 		return false
 	}
 	for i := 0; i < len(v); i++ {
@@ -44,18 +41,27 @@ func newRequestID() string {
 
 // requestIDs reads the ids of a request: its X-Request-Id (or a new one),
 // its session id (the session header's value, else, when allowed, the
-// body's "user"), and the trace id of its W3C traceparent.
+// body's "user"), and the trace id of its W3C traceparent. Each is kept as
+// metrics.KeepID makes it: the stream, the session tracker, the recorder
+// and the span keep them, never the header or body they came from.
 func (p *Proxy) requestIDs(r *http.Request, user string) (ids metrics.IDs, clientID bool) {
 	ids.Request = r.Header.Get(RequestIDHeader)
 	clientID = validID(ids.Request)
-	if !clientID {
+	if clientID {
+		ids.Request = metrics.KeepID(ids.Request)
+	} else {
 		ids.Request = newRequestID()
 	}
-	ids.Session = r.Header.Get(p.cfg.SessionHeader)
-	if ids.Session == "" && p.cfg.SessionFromUser {
-		ids.Session = user
+	session := r.Header.Get(p.cfg.SessionHeader)
+	if session == "" && p.cfg.SessionFromUser {
+		session = user
 	}
-	ids.Trace = traceID(r.Header.Get("Traceparent"))
+	if session != "" {
+		ids.Session = metrics.KeepID(session)
+	}
+	if trace := traceID(r.Header.Get("Traceparent")); trace != "" {
+		ids.Trace = metrics.KeepID(trace)
+	}
 	return ids, clientID
 }
 

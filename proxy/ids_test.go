@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/itlproxy/itlproxy/metrics"
 )
@@ -74,5 +75,35 @@ func TestRequestIDs(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || resp.Header.Get("X-Request-Id") != "mine" {
 		t.Errorf("413: X-Request-Id %q", resp.Header.Get("X-Request-Id"))
+	}
+}
+
+// TestIDsKeptAtTheirCut: the ids a request brings are kept as copies of
+// their first metrics.MaxIDBytes, cut at a character boundary, so that a
+// stream keeps nothing of a client's 60 KB header, traceparent or user.
+func TestIDsKeptAtTheirCut(t *testing.T) {
+	p := &Proxy{cfg: Config{SessionHeader: "X-Session-Id", SessionFromUser: true}}
+	within := func(kept, from string) bool {
+		start := uintptr(unsafe.Pointer(unsafe.StringData(from)))
+		at := uintptr(unsafe.Pointer(unsafe.StringData(kept)))
+		return kept != "" && at >= start && at < start+uintptr(len(from))
+	}
+	session := strings.Repeat("é", 30_000)
+	traceparent := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" + strings.Repeat("-x", 30_000)
+	r, _ := http.NewRequest(http.MethodPost, "http://proxy/v1/chat/completions", nil)
+	r.Header.Set("X-Session-Id", session)
+	r.Header.Set("Traceparent", traceparent)
+	ids, _ := p.requestIDs(r, "")
+	if ids.Session != strings.Repeat("é", metrics.MaxIDBytes/2) || within(ids.Session, r.Header.Get("X-Session-Id")) {
+		t.Errorf("session id of %d bytes kept, sharing the header's memory: %v", len(ids.Session), within(ids.Session, r.Header.Get("X-Session-Id")))
+	}
+	if ids.Trace != "4bf92f3577b34da6a3ce929d0e0e4736" || within(ids.Trace, r.Header.Get("Traceparent")) {
+		t.Errorf("trace id %q kept, sharing the header's memory: %v", ids.Trace, within(ids.Trace, r.Header.Get("Traceparent")))
+	}
+
+	user := strings.Repeat("u", 1000) + "\xff"
+	r.Header.Del("X-Session-Id")
+	if ids, _ := p.requestIDs(r, user); ids.Session != strings.Repeat("u", metrics.MaxIDBytes) || within(ids.Session, user) {
+		t.Errorf("user of %d bytes kept as the session id, sharing the body's memory: %v", len(ids.Session), within(ids.Session, user))
 	}
 }

@@ -82,6 +82,13 @@ type Proxy struct {
 	// duplexWarning warns once of a writer that is not full duplex.
 	duplexWarning sync.Once
 	upgrades      upgrades
+	// pseudonym marks the requests the proxy forwards (Via), and loopLog
+	// bounds the warnings of those that come back (loop.go).
+	pseudonym string
+	loopLog   logLimit
+	// poolLog bounds the warnings of requests the balancer could send
+	// nowhere (errors.go).
+	poolLog logLimit
 	// servers are the records of the upstream servers that streams'
 	// stalls are judged against.
 	servers *servers
@@ -89,7 +96,8 @@ type Proxy struct {
 
 // New returns a proxy to cfg.Upstream that records in m and logs to log.
 func New(cfg Config, m *metrics.Metrics, log *zap.Logger) *Proxy {
-	p := &Proxy{cfg: cfg, metrics: m, log: log, servers: newServers()}
+	p := &Proxy{cfg: cfg, metrics: m, log: log, pseudonym: newPseudonym(), servers: newServers(),
+		loopLog: logLimit{every: loopLogEvery}, poolLog: logLimit{every: poolLogEvery}}
 	if cfg.ClassHeader != "" {
 		p.classKey = http.CanonicalHeaderKey(cfg.ClassHeader)
 	}
@@ -114,6 +122,7 @@ func New(cfg Config, m *metrics.Metrics, log *zap.Logger) *Proxy {
 				pr.Out.Header["X-Forwarded-For"] = prior
 			}
 			pr.SetXForwarded()
+			p.markVia(pr.In, pr.Out)
 			propagate(pr)
 		},
 		Transport:      rt,
@@ -154,12 +163,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if closesAfter(r) {
 		w.Header().Set("Connection", "close")
 		if isUpgrade(r) {
-			p.refuseBody(w, r, p.labels(r, "", events.Other), startOf(r), errUpgradeWithBody)
+			p.refuse(w, r, p.labels(r, "", events.Other), startOf(r), errUpgradeWithBody)
 			return
 		}
 	}
 	if r.Method == http.MethodOptions && r.RequestURI == "*" {
 		answerOptions(w)
+		return
+	}
+	if p.looped(r) {
+		p.warnLoop()
+		p.refuse(w, r, p.labels(r, "", events.Other), startOf(r), errLoop)
 		return
 	}
 	if isUpgrade(r) {

@@ -136,7 +136,7 @@ func (c *realtimeConn) Start(s realtime.Start) realtime.ResponseObserver {
 	if ex.span != nil {
 		_, r.span = c.p.cfg.Tracer.Start(trace.ContextWithSpan(context.Background(), ex.span), "realtime response",
 			trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(s.At), trace.WithAttributes(
-				attribute.String("gen_ai.response.id", attrText(s.ResponseID, maxModelAttr)),
+				attribute.String("gen_ai.response.id", metrics.KeepID(s.ResponseID)),
 				attribute.Bool("itlproxy.realtime.server_initiated", s.ByServer)))
 	}
 	r.sink = newSink(ex.metrics, ex.req.labels, ids, s.At, 0, c.p.cfg.Recorder, r.span)

@@ -39,7 +39,7 @@ func (p *Proxy) measured(route string, api routeAPI) http.HandlerFunc {
 		t0 := startOf(r)
 		body, err := readBody(r, p.cfg.MaxRequestBytes)
 		if err != nil {
-			p.refuseBody(w, r, p.labels(r, "", api.endpoint), t0, err)
+			p.refuse(w, r, p.labels(r, "", api.endpoint), t0, err)
 			return
 		}
 		endpoint, info := api.inspect(body)
@@ -74,7 +74,7 @@ func (p *Proxy) passthrough(w http.ResponseWriter, r *http.Request) {
 	t0 := startOf(r)
 	labels := p.labels(r, "", events.Other)
 	if r.ContentLength > p.cfg.MaxRequestBytes {
-		p.refuseBody(w, r, labels, t0, errBodyTooLarge)
+		p.refuse(w, r, labels, t0, errBodyTooLarge)
 		return
 	}
 	p.forward(w, r, p.newExchange(r, request{t0: t0, labels: labels, endpoint: events.Other}))
@@ -121,14 +121,18 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// refuseBody answers a request whose body cannot be forwarded: too large,
+// refuse answers a request the proxy does not forward: one that came back
+// to it (loop.go), or whose body cannot be forwarded: too large,
 // unreadable, or chunked on a request that asks to switch protocols
 // (smuggling.go).
-func (p *Proxy) refuseBody(w http.ResponseWriter, r *http.Request, labels metrics.Labels, t0 time.Time, err error) {
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, labels metrics.Labels, t0 time.Time, err error) {
 	ex := p.newExchange(r, request{t0: t0, labels: labels, endpoint: events.Other})
 	defer func() { ex.finish(r.Context().Err() != nil, p.log) }()
 	w.Header().Set(RequestIDHeader, ex.sink.ids.Request)
 	switch {
+	case errors.Is(err, errLoop):
+		ex.code = http.StatusLoopDetected
+		writeError(w, ex.code, "upstream_error", "loop_detected", "itlproxy: "+err.Error())
 	case errors.Is(err, errUpgradeWithBody):
 		ex.code = http.StatusBadRequest
 		w.Header().Set("Connection", "close")

@@ -247,7 +247,7 @@ func (s *sink) record(e responseEnd, at time.Time) {
 func (s *sink) endSpan(e responseEnd) {
 	attrs := make([]attribute.KeyValue, 0, 10)
 	if e.model != "" {
-		attrs = append(attrs, attribute.String("gen_ai.response.model", attrText(e.model, maxModelAttr)))
+		attrs = append(attrs, attribute.String("gen_ai.response.model", metrics.KeepID(e.model)))
 	}
 	if e.usage.input >= 0 {
 		attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", e.usage.input))

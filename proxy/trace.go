@@ -8,9 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -36,10 +34,6 @@ var traceContext propagation.TraceContext
 // counted in the attribute itlproxy.gap.events_dropped.
 const maxGapEvents = 32
 
-// maxModelAttr bounds the model name and the ids a span carries: they are
-// the client's (or the upstream's).
-const maxModelAttr = 128
-
 // startSpan starts the span of request r from its t0, named by its
 // method and the route that matched.
 func (p *Proxy) startSpan(r *http.Request, req request) trace.Span {
@@ -56,7 +50,7 @@ func (p *Proxy) startSpan(r *http.Request, req request) trace.Span {
 		name += " " + req.route
 		attrs = append(attrs, attribute.String("http.route", req.route), attribute.String("gen_ai.operation.name", req.endpoint.GenAIOperation()))
 		if req.model != "" {
-			attrs = append(attrs, attribute.String("gen_ai.request.model", attrText(req.model, maxModelAttr)))
+			attrs = append(attrs, attribute.String("gen_ai.request.model", metrics.KeepID(req.model)))
 		}
 	}
 	_, span := p.cfg.Tracer.Start(parent, name, trace.WithSpanKind(trace.SpanKindServer),
@@ -77,20 +71,6 @@ func UpstreamPort(u *url.URL) int {
 		return 80
 	}
 	return 0
-}
-
-// attrText is s as a span attribute may carry it: valid UTF-8 (protobuf
-// refuses anything else, and one bad string would lose the whole batch
-// the exporter sends) and at most n bytes, cut at a character boundary.
-func attrText(s string, n int) string {
-	s = strings.ToValidUTF8(s, "")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
 
 // peerAttributes appends the upstream server a request was sent to, as
@@ -159,9 +139,9 @@ func (ex *exchange) endSpan(end time.Time) {
 	attrs := make([]attribute.KeyValue, 0, 4)
 	attrs = append(attrs,
 		attribute.Int("http.response.status_code", ex.code),
-		attribute.String("itlproxy.request_id", attrText(ex.sink.ids.Request, maxModelAttr)))
+		attribute.String("itlproxy.request_id", ex.sink.ids.Request))
 	if ex.sink.ids.Session != "" {
-		attrs = append(attrs, attribute.String("itlproxy.session_id", attrText(ex.sink.ids.Session, maxModelAttr)))
+		attrs = append(attrs, attribute.String("itlproxy.session_id", ex.sink.ids.Session))
 	}
 	if ex.req.labels.Model != "" {
 		attrs = append(attrs, attribute.String("itlproxy.model", ex.req.labels.Model))
@@ -193,7 +173,7 @@ func (g *notableGaps) events(span trace.Span, stalls []metrics.Stall) {
 			if i := slices.IndexFunc(stalls, func(st metrics.Stall) bool { return st.Gap == n.index }); i >= 0 {
 				attrs = append(attrs, attribute.String("itlproxy.stall.cause", stalls[i].Cause))
 				if p := stalls[i].Prefill; p != "" {
-					attrs = append(attrs, attribute.String("itlproxy.stall.prefill_request_id", attrText(p, maxModelAttr)))
+					attrs = append(attrs, attribute.String("itlproxy.stall.prefill_request_id", p))
 				}
 			}
 		}

@@ -6,10 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
@@ -214,23 +212,5 @@ func TestTracedMeterAllocatesNothing(t *testing.T) {
 	}
 	if m.sink.stream.Gaps().Count == 0 {
 		t.Error("no gap was recorded")
-	}
-}
-
-// TestAttrText: what a span carries from a client is valid UTF-8 within its
-// bound, cut at a character boundary, so that one request cannot make the
-// exporter's batch unencodable.
-func TestAttrText(t *testing.T) {
-	for _, c := range []struct{ in, want string }{
-		{"llama", "llama"},
-		{strings.Repeat("a", 127) + "é", strings.Repeat("a", 127)}, // 129 bytes: é does not fit whole
-		{strings.Repeat("a", 126) + "é", strings.Repeat("a", 126) + "é"},
-		{"sess\xff\xfe-1", "sess-1"},
-		{strings.Repeat("日本", 40), strings.Repeat("日本", 21)}, // 3-byte runes: 126 of 128 bytes
-	} {
-		got := attrText(c.in, maxModelAttr)
-		if got != c.want || !utf8.ValidString(got) || len(got) > maxModelAttr {
-			t.Errorf("attrText(%q) = %q, want %q", c.in, got, c.want)
-		}
 	}
 }

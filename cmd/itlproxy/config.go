@@ -133,12 +133,12 @@ func loadConfig(environ map[string]string, demo bool) (config, error) {
 			continue // already reported as unparsable
 		}
 		// Quote what the operator wrote (a size as "512KiB", not 524288);
-		// URLs redacted.
+		// URLs without their secrets.
 		if raw, set := environ[p.key]; set && raw != "" {
 			p.value = raw
-			if urlKey(p.key) {
-				p.value = redactURL(raw)
-			}
+		}
+		if urlKey(p.key) {
+			p.value = envconfig.ShowURL(p.value)
 		}
 		problems = append(problems, p.String())
 	}
@@ -188,10 +188,10 @@ func (c config) envObjectives() metrics.Objectives {
 	return metrics.Objectives{TTFT: c.SLOTTFT, ITL: c.SLOITL, TPOT: c.SLOTPOT, MaxGap: c.SLOMaxGap}
 }
 
-// urlKey reports whether key's value is a URL, which may hold
-// credentials: problems show it redacted.
+// urlKey reports whether key's value is a URL (or an address), which may
+// hold credentials: problems show it as envconfig.ShowURL does.
 func urlKey(key string) bool {
-	return key == "ITLPROXY_UPSTREAM_URL" || slices.Contains(telemetry.URLVariables, key)
+	return key == "ITLPROXY_UPSTREAM_URL" || key == "ITLPROXY_UPSTREAM_RESOLVER" || slices.Contains(telemetry.URLVariables, key)
 }
 
 // usage prints what `itlproxy -h` shows: the commands and every variable.

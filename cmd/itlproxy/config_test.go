@@ -109,9 +109,14 @@ var configErrorCases = []struct {
 		want: []string{"ITLPROXY_UPSTREAM_URL: required: the URL of the OpenAI-compatible server, e.g. http://127.0.0.1:8000"},
 	},
 	{
-		name: "bad upstreams hide passwords",
-		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "ftp://user:hunter2@host"},
-		want: []string{`ITLPROXY_UPSTREAM_URL="ftp://user:xxxxx@host": scheme must be http or https`},
+		name: "bad upstreams hide their user information and query",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": "ftp://user:hunter2@host?key=hunter3"},
+		want: []string{`ITLPROXY_UPSTREAM_URL="ftp://host": scheme must be http or https`},
+	},
+	{
+		name: "a bad resolver hides what looks like credentials",
+		env:  map[string]string{"ITLPROXY_UPSTREAM_URL": upstreamOK, "ITLPROXY_UPSTREAM_RESOLVER": "user:hunter2@10.96.0.10"},
+		want: []string{`ITLPROXY_UPSTREAM_RESOLVER="10.96.0.10": not a host:port address (e.g. 10.96.0.10:53)`},
 	},
 	{
 		name: "upstream without host",
@@ -144,7 +149,7 @@ var configErrorCases = []struct {
 		want: []string{
 			`OTEL_EXPORTER_OTLP_PROTOCOL="http/json": must be http/protobuf or grpc`,
 			`OTEL_EXPORTER_OTLP_ENDPOINT="collector:4318": not an http or https URL (e.g. http://otel-collector:4318)`,
-			`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://user:xxxxx@/v1/traces": not an http or https URL (e.g. http://otel-collector:4318)`,
+			`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http:///v1/traces": not an http or https URL (e.g. http://otel-collector:4318)`,
 			`OTEL_RESOURCE_ATTRIBUTES="team": not key=value pairs separated by commas, values percent-encoded`,
 			`OTEL_TRACES_SAMPLER="jaeger_remote": not a sampler itlproxy knows (always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off, parentbased_traceidratio)`,
 			`OTEL_TRACES_SAMPLER_ARG="2": must be between 0 and 1`,

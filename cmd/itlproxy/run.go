@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"runtime"
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/itlproxy/itlproxy/cmd/internal/admin"
 	"github.com/itlproxy/itlproxy/cmd/internal/demo"
+	"github.com/itlproxy/itlproxy/cmd/internal/envconfig"
 	"github.com/itlproxy/itlproxy/cmd/internal/reload"
 	"github.com/itlproxy/itlproxy/cmd/internal/telemetry"
 	"github.com/itlproxy/itlproxy/metrics"
@@ -114,7 +114,7 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 		return err
 	}
 	if endpoint, protocol := cfg.TracesEndpoint(); endpoint != "" {
-		log.Info("exporting spans", zap.String("protocol", protocol), zap.String("endpoint", redactURL(endpoint)))
+		log.Info("exporting spans", zap.String("protocol", protocol), zap.String("endpoint", envconfig.ShowURL(endpoint)))
 	}
 	defer tr.Shutdown(telemetry.SpanFlushTimeout, log)
 	outcomes, err := metrics.NewReloads(reg)
@@ -205,10 +205,18 @@ func (s *server) warnAtStart() {
 // when not nil, is called with the bound addresses once both listeners
 // are up (demo mode starts its load then).
 func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.Addr) func()) error {
+	// The listeners first: their addresses are never the upstream's
+	// servers.
+	proxyLn, adminLn, err := s.listen()
+	if err != nil {
+		return err
+	}
+	closeListeners := func() { proxyLn.Close(); adminLn.Close() }
 	urls := s.cfg.upstreamURLs() // validated already
 	rt := transport.NewLean(s.cfg.UpstreamTimeout, s.cfg.upstreamTLS)
-	servers, err := s.cfg.servers(ctx, s.rec, proxy.UpstreamEvents(s.rec, s.log.Named("upstream"), rt))
+	servers, err := s.cfg.servers(ctx, proxy.UpstreamEvents(s.rec, s.log.Named("upstream"), rt), []net.Addr{proxyLn.Addr(), adminLn.Addr()})
 	if err != nil {
+		closeListeners()
 		return err
 	}
 	if servers != nil {
@@ -218,14 +226,11 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 	p := s.newProxy(urls[0], servers, rt)
 	stopBeside, err := s.startBeside(urls[0])
 	if err != nil {
+		closeListeners()
 		return err
 	}
 	defer stopBeside()
 
-	proxyLn, adminLn, err := s.listen()
-	if err != nil {
-		return err
-	}
 	httpLog, _ := zap.NewStdLogAt(s.log.Named("http"), zap.WarnLevel)
 	proxySrv := s.proxyServer(p, httpLog)
 	adm := admin.New(admin.Options{Registry: s.reg, Recorder: s.recorder, StallThreshold: s.cfg.StallThreshold,
@@ -245,7 +250,7 @@ func (s *server) run(ctx context.Context, started func(proxyAddr, adminAddr net.
 		zap.Stringer("proxy_addr", proxyLn.Addr()),
 		zap.Stringer("admin_addr", adminLn.Addr()),
 		zap.String("admin_scheme", s.cfg.web.Scheme()),
-		zap.String("upstream", upstreamForLog(urls)))
+		zap.String("upstream", envconfig.ShowURL(s.cfg.UpstreamURL)))
 
 	stopStarted := func() {}
 	if started != nil {
@@ -304,7 +309,7 @@ func (s *server) pushMetrics(upstream *url.URL) (stop func(), err error) {
 		return nil, fmt.Errorf("OTLP metric export: %w", err)
 	}
 	if endpoint, protocol := s.cfg.MetricsEndpoint(); endpoint != "" {
-		s.log.Info("pushing metrics", zap.String("protocol", protocol), zap.String("endpoint", redactURL(endpoint)),
+		s.log.Info("pushing metrics", zap.String("protocol", protocol), zap.String("endpoint", envconfig.ShowURL(endpoint)),
 			zap.Duration("interval", s.cfg.MetricExportInterval()), zap.String("temporality", string(s.cfg.Temporality())))
 	}
 	return func() { m.Shutdown(telemetry.MetricFlushTimeout) }, nil
@@ -406,16 +411,4 @@ func (s *server) listenProtocols(srv *http.Server) func(net.Listener) error {
 		srv.Protocols.SetUnencryptedHTTP2(true)
 	}
 	return srv.Serve
-}
-
-// upstreamForLog shows the upstream without credentials or query (where
-// some hosted APIs take keys).
-func upstreamForLog(urls []*url.URL) string {
-	var out []string
-	for _, u := range urls {
-		c := *u
-		c.User, c.RawQuery = nil, ""
-		out = append(out, c.String())
-	}
-	return strings.Join(out, ",")
 }

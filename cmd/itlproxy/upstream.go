@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/itlproxy/itlproxy/metrics"
+	"github.com/itlproxy/itlproxy/cmd/internal/envconfig"
 	"github.com/itlproxy/itlproxy/proxy/upstream"
 )
 
@@ -91,23 +91,29 @@ func (c config) balanced() bool {
 	return c.UpstreamResolve == "dns" || strings.Contains(c.UpstreamURL, ",")
 }
 
-// servers returns the upstream's set of servers, recorded on rec, or
-// nil for one URL as it is; the set of a name is resolved once now, and a
-// name that resolves to nothing is a configuration error.
-func (c config) servers(ctx context.Context, rec *metrics.Metrics, events upstream.Events) (*upstream.Set, error) {
+// servers returns the upstream's set of servers, or nil for one URL as it
+// is; the set of a name is resolved once now. own are the proxy's
+// listeners, whose addresses are never servers. A name that resolves to
+// nothing, or a list or a name of the proxy's own addresses alone, is a
+// configuration error.
+func (c config) servers(ctx context.Context, events upstream.Events, own []net.Addr) (*upstream.Set, error) {
 	if !c.balanced() {
 		return nil, nil
 	}
 	o := upstream.Options{MaxLabels: c.UpstreamMaxEndpoints, EjectFor: upstreamEjectFor, Events: events,
-		Family: upstream.Family(c.UpstreamDNSLookupFamily)}
+		Family: upstream.Family(c.UpstreamDNSLookupFamily), Own: own}
 	urls := c.upstreamURLs()
 	if c.UpstreamResolve != "dns" {
-		return upstream.NewStatic(urls, o), nil
+		set, err := upstream.NewStatic(urls, o)
+		if err != nil {
+			return nil, &configError{problems: []string{fmt.Sprintf("ITLPROXY_UPSTREAM_URL=%q: %v", envconfig.ShowURL(c.UpstreamURL), err)}}
+		}
+		return set, nil
 	}
 	set, err := upstream.NewResolved(ctx, urls[0], c.resolver(), c.UpstreamResolveInterval, o)
 	if err != nil {
 		return nil, &configError{problems: []string{fmt.Sprintf("ITLPROXY_UPSTREAM_URL=%q with ITLPROXY_UPSTREAM_RESOLVE=dns: %v",
-			redactURL(c.UpstreamURL), err)}}
+			envconfig.ShowURL(c.UpstreamURL), err)}}
 	}
 	return set, nil
 }

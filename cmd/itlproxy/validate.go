@@ -180,21 +180,6 @@ func checkUpstream(raw string) string {
 	return ""
 }
 
-// redactURL hides a password in a URL, or in each of a comma-separated
-// list, so that it never reaches a message.
-func redactURL(raw string) string {
-	var out []string
-	for one := range strings.SplitSeq(raw, ",") {
-		u, err := url.Parse(strings.TrimSpace(one))
-		if err != nil {
-			out = append(out, "(unparsable URL)")
-			continue
-		}
-		out = append(out, u.Redacted())
-	}
-	return strings.Join(out, ",")
-}
-
 // credentialHeader reports whether a header carries credentials: the
 // standard ones, API-key headers and anything named like a secret.
 func credentialHeader(name string) bool {

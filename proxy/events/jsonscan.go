@@ -2,9 +2,7 @@ package events
 
 import (
 	"bytes"
-	"encoding/json"
 	"math"
-	"unicode/utf8"
 )
 
 // jsonScan reads one JSON text forward, finding the few fields itlproxy
@@ -21,6 +19,9 @@ type jsonScan struct {
 	b   []byte
 	i   int
 	bad bool
+	// scratch is where a key or a string compared is decoded when it
+	// holds an escape.
+	scratch [maxKeyBytes]byte
 }
 
 func (s *jsonScan) fail() {
@@ -79,8 +80,11 @@ func (s *jsonScan) more(end byte, n *int) bool {
 	return true
 }
 
-// key reads an object member's name and its colon. Names with escapes
-// (which no server sends, but JSON allows) are decoded, allocating.
+// key reads an object member's name and its colon. A name with escapes
+// (which no server sends, but JSON allows) is decoded into the scan's
+// scratch; one that does not fit there, or is not a JSON string's
+// contents, is returned raw, and matches no name the readers look for
+// (none holds a backslash).
 func (s *jsonScan) key() []byte {
 	k := s.str()
 	if s.peek() != ':' {
@@ -89,7 +93,9 @@ func (s *jsonScan) key() []byte {
 	}
 	s.i++
 	if bytes.IndexByte(k, '\\') >= 0 {
-		return []byte(decodeString(k))
+		if d, n := appendUnescaped(s.scratch[:0], k, len(s.scratch)); n == len(k) {
+			return d
+		}
 	}
 	return k
 }
@@ -250,21 +256,6 @@ func (s *jsonScan) end() bool {
 		s.fail()
 	}
 	return !s.bad
-}
-
-// decodeString decodes the raw contents of a JSON string as
-// encoding/json does: escapes decoded, invalid UTF-8 replaced by U+FFFD.
-func decodeString(raw []byte) string {
-	if bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw) {
-		return string(raw)
-	}
-	var out string
-	quoted := make([]byte, 0, len(raw)+2)
-	quoted = append(append(append(quoted, '"'), raw...), '"')
-	if json.Unmarshal(quoted, &out) != nil {
-		return ""
-	}
-	return out
 }
 
 // number reads a non-negative JSON number (engines report durations as

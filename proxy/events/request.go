@@ -4,9 +4,11 @@ import "bytes"
 
 // Request is what the proxy reads from a request body.
 type Request struct {
-	Model  string
-	Stream bool
-	User   string // the end-user id some clients send; a session id fallback
+	// Model and User (the end-user id some clients send; a session id
+	// fallback) are decoded, their first maxNameBytes (1 KiB) at most, cut
+	// at a character boundary.
+	Model, User string
+	Stream      bool
 	// NoStream: "stream" is false, said explicitly (Ollama streams unless
 	// asked not to).
 	NoStream bool
@@ -122,41 +124,49 @@ func byModel(s *jsonScan) bool {
 		return false
 	}
 	s.open('{')
-	model := false
+	byRole, byType := false, false
 	for n := 0; s.more('}', &n); {
 		switch string(s.key()) {
 		case "role":
-			model = model || string(stringBytes(s)) == "assistant"
+			// Read whatever was read before: a key met twice counts by its
+			// last value, as encoding/json has it.
+			byRole = string(stringBytes(s)) == "assistant"
 		case "type":
 			typ := stringBytes(s)
-			model = model || string(typ) == "reasoning" || bytes.HasSuffix(typ, callSuffix)
+			byType = string(typ) == "reasoning" || bytes.HasSuffix(typ, callSuffix)
 		default:
 			s.skip()
 		}
 	}
-	return model
+	return byRole || byType
 }
 
 var callSuffix = []byte("_call")
 
 // stringBytes reads a string value's contents, for a comparison: the raw
-// bytes (no allocation), decoded where they hold an escape; any other
-// value is skipped and reads as empty.
+// bytes (no allocation), decoded where they hold an escape (into the
+// scan's scratch when they fit); any other value is skipped and reads as
+// empty, as does a string that is not one.
 func stringBytes(s *jsonScan) []byte {
 	raw := s.stringOrSkip()
-	if bytes.IndexByte(raw, '\\') >= 0 {
-		return []byte(decodeString(raw))
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw
 	}
-	return raw
+	d, n := appendUnescaped(s.scratch[:0], raw, -1)
+	if n < 0 {
+		return nil
+	}
+	return d
 }
 
-// stringValue reads a string value, or skips any other and returns "".
+// stringValue reads a string value, its first maxNameBytes decoded, or
+// skips any other and returns "".
 func stringValue(s *jsonScan) string {
 	if s.peek() != '"' {
 		s.skip()
 		return ""
 	}
-	return decodeString(s.str())
+	return decodeString(s.str(), maxNameBytes)
 }
 
 // Usage injection: OpenAI-compatible servers report a stream's token usage

@@ -53,3 +53,63 @@ func BenchmarkInspectRequest(b *testing.B) {
 		}
 	}
 }
+
+// keysBody is a chat request of n messages whose keys (the top level's
+// and the messages') are written plainly, or each with its letters
+// escaped as \u00XX; the plain body's contents are padded to the escaped
+// one's size, so that the two differ in their keys alone.
+func keysBody(n int, escaped bool) []byte {
+	key := func(k string) string {
+		if !escaped {
+			return `"` + k + `"`
+		}
+		var b strings.Builder
+		b.WriteByte('"')
+		for _, c := range k {
+			fmt.Fprintf(&b, `\u%04x`, c)
+		}
+		b.WriteByte('"')
+		return b.String()
+	}
+	pad := strings.Repeat(" ", len(key("role"))+len(key("content"))-len(`"role""content"`))
+	if escaped {
+		pad = ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `{%s:"m",%s:true,%s:[`, key("model"), key("stream"), key("messages"))
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		fmt.Fprintf(&b, `{%s:%q,%s:"Hello there, how are you today?%s"}`, key("role"), role, key("content"), pad)
+	}
+	b.WriteString(`]}`)
+	return []byte(b.String())
+}
+
+// BenchmarkInspectRequestKeys reads the same request with plain keys and
+// with escaped ones, of the same size: the escaped keys' ns/op over the
+// plain keys' is what decoding escapes costs (a general JSON decoder per
+// key made it about ten).
+func BenchmarkInspectRequestKeys(b *testing.B) {
+	for _, escaped := range []bool{false, true} {
+		body := keysBody(10_000, escaped)
+		name := "plain"
+		if escaped {
+			name = "escaped"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if info, ok := InspectRequest(body); !ok || info.Model != "m" || info.Turn != 5_000 {
+					b.Fatalf("read %+v, %v", info, ok)
+				}
+			}
+		})
+	}
+}

@@ -72,6 +72,10 @@ type Events interface {
 	ResolveFailed(err error)
 	// Ejected: sv refused a connection and is set aside for d.
 	Ejected(sv *Server, d time.Duration)
+	// LeftOut: the proxy's own addresses (Options.Own), which a list or an
+	// answer held, are left out of the set; told when an answer starts
+	// holding them, not again while the next ones do.
+	LeftOut(addrs []string)
 }
 
 // Set is the servers an upstream URL stands for: its own host, a fixed
@@ -91,9 +95,14 @@ type Set struct {
 	resolver   *net.Resolver
 	interval   time.Duration
 
+	// own are the proxy's own addresses, never servers.
+	own own
+
 	mu     sync.Mutex // held to change the set
 	labels map[string]bool
-	family Family
+	// leftOut: the last list or answer held own addresses.
+	leftOut bool
+	family  Family
 }
 
 // Options configure a Set.
@@ -109,24 +118,37 @@ type Options struct {
 	Family Family
 	// Events hears what happens to the set; nil: nothing does.
 	Events Events
+	// Own are the addresses the proxy listens on (its listeners'), which
+	// are never servers; an unspecified one (0.0.0.0, ::) stands for
+	// every address of the host at its port.
+	Own []net.Addr
 }
 
+// ErrOnlyOwn is a list of URLs, or a name's answer, that holds nothing
+// but the proxy's own addresses.
+var ErrOnlyOwn = errors.New("it holds only the proxy's own addresses (ITLPROXY_LISTEN_ADDR, ITLPROXY_ADMIN_ADDR): the proxy would send its requests to itself")
+
 // NewStatic returns the set of fixed servers: the hosts (host:port) of
-// urls, each request to one carrying its host as its Host header.
-func NewStatic(urls []*url.URL, o Options) *Set {
+// urls, each request to one carrying its host as its Host header. It
+// fails when they are all the proxy's own addresses.
+func NewStatic(urls []*url.URL, o Options) (*Set, error) {
 	s := newSet(o)
 	var servers []*Server
 	for _, u := range urls {
 		servers = append(servers, &Server{Addr: hostPort(u), Host: u.Host})
 	}
 	s.update(servers)
-	return s
+	if len(s.Servers()) == 0 {
+		return nil, ErrOnlyOwn
+	}
+	return s, nil
 }
 
 // NewResolved returns the set of every address the host of u resolves to
 // (its A or AAAA records, as o.Family says), with u's port, resolved now and again every
 // interval by Run; requests keep u's host as their Host header. It fails
-// when the name resolves to nothing.
+// when the name resolves to nothing, or to the proxy's own addresses
+// alone.
 func NewResolved(ctx context.Context, u *url.URL, resolver *net.Resolver, interval time.Duration, o Options) (*Set, error) {
 	s := newSet(o)
 	s.name, s.port = u.Hostname(), port(u)
@@ -136,6 +158,9 @@ func NewResolved(ctx context.Context, u *url.URL, resolver *net.Resolver, interv
 		return nil, err
 	}
 	s.update(servers)
+	if len(s.Servers()) == 0 {
+		return nil, ErrOnlyOwn
+	}
 	return s, nil
 }
 
@@ -143,17 +168,24 @@ func newSet(o Options) *Set {
 	if o.Events == nil {
 		o.Events = noEvents{}
 	}
-	return &Set{events: o.Events, maxLabels: max(o.MaxLabels, 1), ejectFor: o.EjectFor, labels: map[string]bool{}, family: o.Family}
+	return &Set{events: o.Events, maxLabels: max(o.MaxLabels, 1), ejectFor: o.EjectFor, labels: map[string]bool{},
+		family: o.Family, own: newOwn(o.Own)}
 }
 
 // ErrNoAddresses is a name that resolves to no address.
 var ErrNoAddresses = errors.New("the name resolves to no address")
 
-// resolve looks the name up, once.
+// resolve looks the name up, once. An answer of no address (of the
+// families the set takes), or that the name does not exist, is
+// ErrNoAddresses.
 func (s *Set) resolve(ctx context.Context) ([]*Server, error) {
 	ctx, cancel := context.WithTimeout(ctx, min(s.interval, 5*time.Second)+time.Second)
 	defer cancel()
 	ips, err := s.resolver.LookupIPAddr(ctx, s.name)
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		return nil, fmt.Errorf("%w (%v)", ErrNoAddresses, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -168,9 +200,13 @@ func (s *Set) resolve(ctx context.Context) ([]*Server, error) {
 	return servers, nil
 }
 
-// Run re-resolves the name every interval until ctx is canceled: a
-// resolution that fails, or finds no address, keeps the set as it was.
-// A fixed set has nothing to run.
+// Run re-resolves the name every interval until ctx is canceled. A
+// resolution that fails (a timeout, a server failure) keeps the set as it
+// was: it says nothing of the servers. An answer that the name has no
+// address (none ready behind a headless Service, or the name gone) empties
+// the set: the servers it named may be gone, their addresses given to
+// others, and a request is better answered at once than sent there. A
+// fixed set has nothing to run.
 func (s *Set) Run(ctx context.Context) {
 	if s.name == "" {
 		return
@@ -184,21 +220,26 @@ func (s *Set) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		servers, err := s.resolve(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.events.ResolveFailed(fmt.Errorf("resolving %s: %w", s.name, err))
-			}
-			continue
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, ErrNoAddresses):
+			s.update(nil)
+		case err != nil:
+			s.events.ResolveFailed(fmt.Errorf("resolving %s: %w", s.name, err))
+		default:
+			s.update(servers)
 		}
-		s.update(servers)
 	}
 }
 
-// update makes servers the set, keeping the servers already in it (their
-// counts and labels), labelling the new ones, and tells Events.
+// update makes servers the set, but for the proxy's own addresses,
+// keeping the servers already in it (their counts and labels), labelling
+// the new ones, and tells Events.
 func (s *Set) update(servers []*Server) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	servers = s.leaveOutOwn(servers)
 	old := map[string]*Server{}
 	if cur := s.servers.Load(); cur != nil {
 		for _, sv := range *cur {
@@ -245,6 +286,26 @@ func (s *Set) update(servers []*Server) {
 	s.events.Resolved(next, removed)
 }
 
+// leaveOutOwn returns servers without the proxy's own addresses, and tells
+// Events of those when the last list or answer held none. Called with mu
+// held.
+func (s *Set) leaveOutOwn(servers []*Server) []*Server {
+	var mine []string
+	kept := servers[:0:0]
+	for _, sv := range servers {
+		if s.own.holds(sv.Addr) {
+			mine = append(mine, sv.Addr)
+			continue
+		}
+		kept = append(kept, sv)
+	}
+	if len(mine) > 0 && !s.leftOut {
+		s.events.LeftOut(mine)
+	}
+	s.leftOut = len(mine) > 0
+	return kept
+}
+
 // Servers returns the set now.
 func (s *Set) Servers() []*Server {
 	if p := s.servers.Load(); p != nil {
@@ -256,40 +317,67 @@ func (s *Set) Servers() []*Server {
 // Pick chooses the server of a new request: of two taken at random
 // among those not set aside and not in tried, the one with fewer requests
 // in flight (the least of two random choices, as Envoy's least-request
-// balancer). It returns nil when every server has been tried.
+// balancer); when every one not tried is set aside, among those. It
+// returns nil when there is none left. It reads the set twice, to count
+// and to find the two, whatever tried holds (a few at most): linear in
+// the servers, and allocating nothing.
 func (s *Set) Pick(tried []*Server) *Server {
 	servers := s.Servers()
 	now := time.Now()
-	var buf [16]*Server
-	ok := buf[:0]
+	aside := false // set-aside servers are candidates too
+	candidate := func(sv *Server) bool {
+		return (aside || !sv.ejected(now)) && !slices.Contains(tried, sv)
+	}
+	n := 0
 	for _, sv := range servers {
-		if !sv.ejected(now) && !slices.Contains(tried, sv) {
-			ok = append(ok, sv)
+		if candidate(sv) {
+			n++
 		}
 	}
-	if len(ok) == 0 {
-		// Every server is set aside: try them anyway, rather than fail.
+	if n == 0 {
+		aside = true
 		for _, sv := range servers {
-			if !slices.Contains(tried, sv) {
-				ok = append(ok, sv)
+			if candidate(sv) {
+				n++
 			}
 		}
 	}
-	switch len(ok) {
-	case 0:
+	if n == 0 {
 		return nil
-	case 1:
-		return ok[0]
 	}
-	a := rand.IntN(len(ok))
-	b := rand.IntN(len(ok) - 1)
-	if b >= a {
-		b++
+	a, b := rand.IntN(n), -1
+	if n > 1 {
+		b = rand.IntN(n - 1)
+		if b >= a {
+			b++
+		}
 	}
-	if ok[b].InFlight() < ok[a].InFlight() {
-		return ok[b]
+	var ea, eb, untried *Server
+	i := 0
+	for _, sv := range servers {
+		if untried == nil && !slices.Contains(tried, sv) {
+			untried = sv
+		}
+		if !candidate(sv) {
+			continue
+		}
+		switch i {
+		case a:
+			ea = sv
+		case b:
+			eb = sv
+		}
+		i++
 	}
-	return ok[a]
+	switch {
+	case ea == nil && eb == nil: // servers set aside between the two reads
+		return untried
+	case ea == nil:
+		return eb
+	case eb != nil && eb.InFlight() < ea.InFlight():
+		return eb
+	}
+	return ea
 }
 
 // Refused sets sv aside: it refused a connection.
@@ -303,6 +391,7 @@ type noEvents struct{}
 func (noEvents) Resolved(_, _ []*Server)        {}
 func (noEvents) ResolveFailed(error)            {}
 func (noEvents) Ejected(*Server, time.Duration) {}
+func (noEvents) LeftOut([]string)               {}
 
 // hostPort is u's host with its port, the scheme's when it names none.
 func hostPort(u *url.URL) string { return net.JoinHostPort(u.Hostname(), port(u)) }

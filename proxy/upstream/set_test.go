@@ -2,10 +2,13 @@ package upstream
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ type events struct {
 	removed  [][]string
 	failed   []error
 	ejected  []string
+	leftOut  [][]string
 }
 
 func addrs(servers []*Server) []string {
@@ -49,6 +53,22 @@ func (ev *events) Ejected(sv *Server, _ time.Duration) {
 	ev.ejected = append(ev.ejected, sv.Addr)
 }
 
+func (ev *events) LeftOut(addrs []string) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	ev.leftOut = append(ev.leftOut, addrs)
+}
+
+// static is NewStatic, which the test expects to succeed.
+func static(t *testing.T, o Options, raw ...string) *Set {
+	t.Helper()
+	s, err := NewStatic(mustURLs(t, raw...), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func mustURLs(t *testing.T, raw ...string) []*url.URL {
 	t.Helper()
 	var out []*url.URL
@@ -67,8 +87,7 @@ func mustURLs(t *testing.T, raw ...string) []*url.URL {
 // past it.
 func TestStaticSet(t *testing.T) {
 	ev := &events{}
-	s := NewStatic(mustURLs(t, "http://10.0.0.1:8000", "https://llm.example", "http://10.0.0.1:8000", "http://10.0.0.3"),
-		Options{MaxLabels: 2, Events: ev})
+	s := static(t, Options{MaxLabels: 2, Events: ev}, "http://10.0.0.1:8000", "https://llm.example", "http://10.0.0.1:8000", "http://10.0.0.3")
 	servers := s.Servers()
 	if got, want := addrs(servers), []string{"10.0.0.1:8000", "10.0.0.3:80", "llm.example:443"}; !slices.Equal(got, want) {
 		t.Fatalf("servers %v, want %v", got, want)
@@ -96,7 +115,7 @@ func TestStaticSet(t *testing.T) {
 // flight than every other is never picked while there are three; with
 // equal counts every server gets its share.
 func TestPickBalancesByInFlight(t *testing.T) {
-	s := NewStatic(mustURLs(t, "http://a:1", "http://b:1", "http://c:1"), Options{MaxLabels: 8})
+	s := static(t, Options{MaxLabels: 8}, "http://a:1", "http://b:1", "http://c:1")
 	servers := s.Servers()
 	busy := servers[1]
 	for range 5 {
@@ -132,7 +151,7 @@ func TestPickBalancesByInFlight(t *testing.T) {
 // one has been tried there is none.
 func TestPickSetsAsideAndRetries(t *testing.T) {
 	ev := &events{}
-	s := NewStatic(mustURLs(t, "http://a:1", "http://b:1"), Options{MaxLabels: 8, EjectFor: 200 * time.Millisecond, Events: ev})
+	s := static(t, Options{MaxLabels: 8, EjectFor: 200 * time.Millisecond, Events: ev}, "http://a:1", "http://b:1")
 	a, b := s.Servers()[0], s.Servers()[1]
 	s.Refused(a)
 	if !slices.Equal(ev.ejected, []string{a.Addr}) {
@@ -161,10 +180,15 @@ func TestPickSetsAsideAndRetries(t *testing.T) {
 
 // A name: every address it resolves to, with the URL's port; followed as
 // its addresses change (a server that stays keeps its count of
-// requests in flight), kept as it was when it resolves to nothing.
+// requests in flight); emptied when it resolves to nothing, and filled
+// again when it resolves again; kept as it was when a resolution fails.
 func TestResolvedFollowsTheName(t *testing.T) {
 	d := testdns.Start(t, "llm.test.", "127.0.0.2", "127.0.0.3")
+	var broken atomic.Bool // the resolver's server does not answer
 	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		if broken.Load() {
+			return nil, errors.New("no DNS server")
+		}
 		var dialer net.Dialer
 		return dialer.DialContext(ctx, network, d.Addr)
 	}}
@@ -201,12 +225,27 @@ func TestResolvedFollowsTheName(t *testing.T) {
 	ev.mu.Unlock()
 
 	d.Set()
+	waitFor(t, func() bool { return len(s.Servers()) == 0 })
+	if s.Pick(nil) != nil {
+		t.Error("picked a server of a name that resolves to nothing")
+	}
+	d.Set("127.0.0.3")
+	waitFor(t, func() bool { return slices.Equal(addrs(s.Servers()), []string{"127.0.0.3:8000"}) })
+	ev.mu.Lock()
+	if len(ev.failed) != 0 {
+		t.Errorf("an answer of no address told as a failure: %v", ev.failed)
+	}
+	ev.mu.Unlock()
+	// A resolution that fails (nothing answers) keeps the set.
+	broken.Store(true)
 	waitFor(t, func() bool { ev.mu.Lock(); defer ev.mu.Unlock(); return len(ev.failed) > 0 })
-	if got := addrs(s.Servers()); len(got) != 2 {
-		t.Errorf("a name resolving to nothing changed the set to %v", got)
+	if got := addrs(s.Servers()); !slices.Equal(got, []string{"127.0.0.3:8000"}) {
+		t.Errorf("a failed resolution changed the set to %v", got)
 	}
 	cancel()
 	<-done
+	broken.Store(false)
+	d.Set()
 
 	if _, err := NewResolved(context.Background(), u, resolver, time.Second, Options{}); err == nil {
 		t.Error("a name that resolves to nothing at the start: no error")
@@ -221,6 +260,101 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The proxy's own addresses are never servers: a list that names them
+// leaves them out (told once), a list of nothing else is refused, an
+// answer that holds them leaves them out, told when an answer starts
+// holding them; an address of every interface stands for the host's
+// addresses at its port, loopback ones included.
+func TestOwnAddressesLeftOut(t *testing.T) {
+	specific := []net.Addr{&net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 8080}, &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 9090}}
+	ev := &events{}
+	s := static(t, Options{MaxLabels: 8, Events: ev, Own: specific}, "http://10.1.2.3:8080", "http://10.1.2.3:8000", "http://10.1.2.4:8080", "http://10.1.2.3:9090")
+	if got, want := addrs(s.Servers()), []string{"10.1.2.3:8000", "10.1.2.4:8080"}; !slices.Equal(got, want) {
+		t.Errorf("servers %v, want %v", got, want)
+	}
+	if len(ev.leftOut) != 1 || !slices.Equal(ev.leftOut[0], []string{"10.1.2.3:8080", "10.1.2.3:9090"}) {
+		t.Errorf("left out told %v, want the two own addresses once", ev.leftOut)
+	}
+	if _, err := NewStatic(mustURLs(t, "http://10.1.2.3:8080"), Options{Own: specific}); !errors.Is(err, ErrOnlyOwn) {
+		t.Errorf("a list of the proxy's own address alone: %v, want ErrOnlyOwn", err)
+	}
+
+	every := []net.Addr{&net.TCPAddr{IP: net.IPv6unspecified, Port: 8080}}
+	o := newOwn(every)
+	for addr, want := range map[string]bool{
+		"127.0.0.1:8080": true, "127.0.0.9:8080": true, "[::1]:8080": true, "0.0.0.0:8080": true,
+		"127.0.0.1:8000": false, "192.0.2.1:8080": false, "llm.test:8080": false,
+	} {
+		if got := o.holds(addr); got != want {
+			t.Errorf("listening on [::]:8080, %s is own: %v, want %v", addr, got, want)
+		}
+	}
+	ifaces, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range ifaces {
+		ip := a.(*net.IPNet).IP
+		if addr := net.JoinHostPort(ip.String(), "8080"); ip.To4() != nil && !o.holds(addr) {
+			t.Errorf("listening on [::]:8080, the interface address %s is not own", addr)
+		}
+	}
+
+	d := testdns.Start(t, "llm.test.", "127.0.0.2")
+	resolver := resolverOf(d)
+	ev = &events{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u := mustURLs(t, "http://llm.test.:8080")[0]
+	loopback := []net.Addr{&net.TCPAddr{IP: net.ParseIP("127.0.0.1"), Port: 8080}}
+	r, err := NewResolved(ctx, u, resolver, 10*time.Millisecond, Options{MaxLabels: 8, Events: ev, Own: loopback})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go r.Run(ctx)
+	d.Set("127.0.0.1", "127.0.0.2")    // the proxy's own address comes in the answer
+	time.Sleep(100 * time.Millisecond) // several resolutions
+	if got := addrs(r.Servers()); !slices.Equal(got, []string{"127.0.0.2:8080"}) {
+		t.Errorf("servers %v, want the proxy's own left out", got)
+	}
+	ev.mu.Lock()
+	if len(ev.leftOut) != 1 || !slices.Equal(ev.leftOut[0], []string{"127.0.0.1:8080"}) {
+		t.Errorf("left out told %v, want once, whatever the answers that followed", ev.leftOut)
+	}
+	ev.mu.Unlock()
+	d.Set("127.0.0.1") // nothing but the proxy: no server
+	waitFor(t, func() bool { return len(r.Servers()) == 0 })
+	if _, err := NewResolved(ctx, u, resolver, time.Second, Options{Own: loopback}); !errors.Is(err, ErrOnlyOwn) {
+		t.Errorf("a name of the proxy's own address alone at the start: %v, want ErrOnlyOwn", err)
+	}
+}
+
+// Picking reads the servers a fixed number of times whatever was tried,
+// and allocates nothing: a pool of thousands costs a request microseconds.
+func TestPickIsLinear(t *testing.T) {
+	var raw []string
+	for i := range 2500 {
+		raw = append(raw, fmt.Sprintf("http://10.0.%d.%d:8000", i/250, i%250))
+	}
+	s := static(t, Options{MaxLabels: 8, EjectFor: time.Hour}, raw...)
+	for _, sv := range s.Servers()[:2400] {
+		s.Refused(sv)
+	}
+	tried := make([]*Server, 0, 3)
+	if allocs := testing.AllocsPerRun(100, func() {
+		tried = tried[:0]
+		for range 3 {
+			sv := s.Pick(tried)
+			if sv == nil || slices.Contains(tried, sv) || sv.ejected(time.Now()) {
+				t.Fatalf("picked %v, tried %d", sv, len(tried))
+			}
+			tried = append(tried, sv)
+		}
+	}); allocs != 0 {
+		t.Errorf("%v allocations to pick three of 2,500", allocs)
 	}
 }
 

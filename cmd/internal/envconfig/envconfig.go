@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -126,4 +127,28 @@ func List(in []string) []string {
 		}
 	}
 	return out
+}
+
+// ShowURL is a URL setting as a message or a log line shows it: without
+// its user information (a password, or a user name that is a key) and
+// without its query (where some services take their keys), nor a
+// fragment; each URL of a comma-separated list so. A value with an @ but
+// no host (user:secret@host:port, parsed as a scheme and an opaque part)
+// is shown from its last @ on; one that does not parse, not at all.
+func ShowURL(raw string) string {
+	var out []string
+	for one := range strings.SplitSeq(raw, ",") {
+		u, err := url.Parse(strings.TrimSpace(one))
+		if err != nil {
+			out = append(out, "(unparsable URL)")
+			continue
+		}
+		u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+		if at := strings.LastIndexByte(u.Opaque, '@'); at >= 0 {
+			out = append(out, u.Opaque[at+1:])
+			continue
+		}
+		out = append(out, u.String())
+	}
+	return strings.Join(out, ",")
 }

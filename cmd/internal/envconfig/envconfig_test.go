@@ -16,3 +16,20 @@ func TestByteSize(t *testing.T) {
 		}
 	}
 }
+
+func TestShowURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://vllm:8000/v1": "http://vllm:8000/v1",
+		"http://key-id:secret@api.example.com/v1?api_key=secret": "http://api.example.com/v1",
+		"https://key-id@api.example.com?":                        "https://api.example.com",
+		"http://a:1/v1?k=secret#frag, http://user:pw@b:2/v1?k=s": "http://a:1/v1,http://b:2/v1",
+		"user:secret@collector:4318":                             "collector:4318",
+		"collector:4318?token=secret":                            "collector:4318",
+		"http://us er:pw@host":                                   "(unparsable URL)",
+		"":                                                       "",
+	} {
+		if got := ShowURL(in); got != want {
+			t.Errorf("ShowURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

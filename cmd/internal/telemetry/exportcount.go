@@ -3,7 +3,6 @@ package telemetry
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +22,7 @@ type countedMetricExporter struct {
 	sdkmetric.Exporter
 	failed   prometheus.Counter
 	log      *zap.Logger
-	endpoint string // redacted, for the log
+	endpoint string // as the log shows it (envconfig.ShowURL)
 	// gathered says why the push about to be exported lacks families.
 	gathered *gatherFailure
 
@@ -52,12 +51,4 @@ func (e *countedMetricExporter) Export(ctx context.Context, rm *metricdata.Resou
 		e.outage = 0
 	}
 	return nil
-}
-
-// redact hides a password in a URL, for the log.
-func redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return "(unparsable URL)"
 }

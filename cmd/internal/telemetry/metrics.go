@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.uber.org/zap"
+
+	"github.com/itlproxy/itlproxy/cmd/internal/envconfig"
 )
 
 // Metrics is the push of the registry's metrics over OTLP; a zero Metrics
@@ -71,7 +73,7 @@ func StartMetrics(cfg Config, opts MetricsOptions) (Metrics, error) {
 	handleErrors(opts.Log)
 	producer := newRegistryProducer(opts.Gatherer, opts.GenAISource, cfg.Temporality(), opts.GenAI, opts.Version)
 	reader := sdkmetric.NewPeriodicReader(
-		&countedMetricExporter{Exporter: exp, failed: failed, log: opts.Log, endpoint: redact(endpoint), gathered: producer.failed},
+		&countedMetricExporter{Exporter: exp, failed: failed, log: opts.Log, endpoint: envconfig.ShowURL(endpoint), gathered: producer.failed},
 		sdkmetric.WithInterval(cfg.MetricExportInterval()),
 		sdkmetric.WithTimeout(timeout),
 		sdkmetric.WithProducer(producer))
