@@ -77,6 +77,23 @@ func TestDemo(t *testing.T) {
 	t.Logf("%s: %.0f prefill stalls, %.0f upstream, %.0f client", demo.Batch.Name,
 		stalls(metrics.StallPrefill), stalls(metrics.StallUpstream), stalls(metrics.StallClient))
 
+	// A stall is counted once its cause is decided, and recorded when
+	// its stream ends.
+	e2e.WaitFor(t, "streams recorded with stalls of each engine-made cause", 30*time.Second, func() bool {
+		var recorded struct {
+			Streams []struct {
+				Stalls []struct{ Cause string } `json:"stalls"`
+			} `json:"streams"`
+		}
+		getJSON(t, "http://"+in.admin+"/debug/streams?min_gap=700ms&limit=0", &recorded)
+		seen := map[string]bool{}
+		for _, e := range recorded.Streams {
+			for _, s := range e.Stalls {
+				seen[s.Cause] = true
+			}
+		}
+		return seen[metrics.StallPrefill] && seen[metrics.StallUpstream]
+	})
 	dom := chromiumDOMIn(t, "demo", "http://"+in.admin+"/")
 	for _, cause := range []string{metrics.StallPrefill, metrics.StallUpstream} {
 		if !strings.Contains(dom, `data-cause="`+cause+`"`) {
