@@ -435,6 +435,26 @@ func beyondTable(t *testing.T, scenario int) string {
 			s.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
 		}},
 		{"non-streamed requests", func(m *Metrics) { m.Request(l, false, 200, time.Second) }},
+		{"stalls of every cause (prefill, client, upstream), each cause's series from its first", func(m *Metrics) {
+			v := NewServer()
+			prefill, s := m.StartStream(l, IDs{Request: "long-prompt"}), m.StartStream(l, IDs{})
+			prefill.SetServer(v)
+			s.SetServer(v)
+			at := time.Now()
+			prefill.Sent(at)
+			s.FirstTokenAt(time.Millisecond, at)
+			at = at.Add(5 * time.Second)
+			prefill.FirstTokenAt(5*time.Second, at.Add(-10*time.Millisecond))
+			s.GapInFlight(5*time.Second, 0, 2, at) // the prefill's
+			s.ClientWrite(at, at.Add(5*time.Second))
+			at = at.Add(5 * time.Second)
+			s.GapInFlight(5*time.Second, 0, 2, at) // the client's
+			at = at.Add(5 * time.Second)
+			s.GapInFlight(5*time.Second, 0, 2, at) // the upstream's
+			for _, st := range []*Stream{prefill, s} {
+				st.End(StreamEnd{Outcome: OutcomeCompleted, TPOT: -1})
+			}
+		}},
 		{"balanced over upstream endpoints: one endpoint the model's streams went to (a gateway in front of a headless Service), with the set's own two series", balanced(l, "10.0.0.1:8000")},
 	}
 	count := func(extra ...func(m *Metrics)) int {

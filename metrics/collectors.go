@@ -154,8 +154,8 @@ func (m *Metrics) sloCollectors(r *registrar) {
 		"model", "class", "slo")
 	m.stalls = r.counter("stalls_total",
 		"Gaps between consecutive token-bearing events longer than the stall threshold "+
-			"(ITLPROXY_STALL_THRESHOLD): a frozen stream, whatever the objectives.",
-		"model", "endpoint")
+			"(ITLPROXY_STALL_THRESHOLD), by cause: a frozen stream, whatever the objectives.",
+		"model", "endpoint", "cause")
 }
 
 // shapeCollectors builds the per-stream figures observed when a stream

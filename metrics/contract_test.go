@@ -165,9 +165,10 @@ var contract = []family{
 	{"itlproxy_load_band_upper_streams", typeGauge, []string{"load"}, []string{
 		"Each load band's upper bound in streams (+Inf for " + loadBandLabels[10] + ")"}, []string{
 		"rules can turn a band into a number of streams"}},
-	{"itlproxy_stalls_total", typeCounter, endpointModel, []string{
-		"Gaps between consecutive token-bearing events longer than the stall threshold (ITLPROXY_STALL_THRESHOLD)"}, []string{
-		"stalls are also events on the request's span"}},
+	{"itlproxy_stalls_total", typeCounter, []string{"cause", "endpoint", "model"}, []string{
+		"Gaps between consecutive token-bearing events longer than the stall threshold (ITLPROXY_STALL_THRESHOLD)", "by cause"}, append([]string{
+		"stalls are also events on the request's span", "judged against its own server only"},
+		explained(StallPrefill, StallClient, StallUpstream)...)},
 	{"itlproxy_stream_max_gap_seconds", typeHistogram, endpointModel, []string{
 		"Each stream's longest gap between consecutive token-bearing events", "observed when the stream ends"}, []string{
 		coarseBuckets, "every max_gap objective as a bound"}},
@@ -281,7 +282,8 @@ func recordEveryFamily(t *testing.T) *prometheus.Registry {
 	s := m.StartTurn(l, IDs{Request: "r", Session: "elsewhere"}, 4)
 	s.FirstToken(time.Second)
 	s.OwnDelay(20 * time.Microsecond)
-	s.ClientWrite(40 * time.Microsecond)
+	now := time.Now()
+	s.ClientWrite(now, now.Add(40*time.Microsecond))
 	m.RequestForwarded(l.Endpoint, 300*time.Microsecond)
 	// A stream balanced to an upstream endpoint.
 	m.UpstreamsChanged([]string{"10.0.0.1:8000"}, nil)

@@ -24,17 +24,30 @@
 // [Metrics.StartStream] returns when the request (or, if it did not say,
 // the upstream's event-stream headers) makes it a stream:
 //
-//   - [Stream.FirstToken], once, with the time from t0 to the first
-//     token-bearing event;
+//   - [Stream.SetServer] with the record of the upstream server it is
+//     sent to ([NewServer], one per server), and [Stream.Sent] when its
+//     request has been written there;
+//   - [Stream.FirstTokenAt], once, with the time from t0 to the first
+//     token-bearing event and when it arrived ([Stream.FirstToken] takes
+//     now);
 //   - [Stream.GapInFlight] for each later token-bearing event, with the
-//     time since the one before and the model's streams in flight when it
+//     time since the one before, the model's streams in flight when it
 //     ended (read with [Stream.InFlight] when the read returned; [Stream.Gap]
-//     reads it now), and [Stream.EventTokens] where the upstream reports
-//     each event's own token count; [Stream.Gaps] sums the gaps up (count,
-//     longest, where) for the span and the stream recorder;
+//     reads it now) and when it ended, and [Stream.EventTokens] where the
+//     upstream reports each event's own token count; [Stream.Gaps] sums the
+//     gaps up (count, longest, where) for the span and the stream recorder;
+//   - [Stream.ClientWrite] for each write of its bytes to its client, as
+//     its start and end;
 //   - [Stream.End], once, with the outcome, the TPOT, the output tokens and,
 //     from the final usage, the tokens per event; the stream is then judged
 //     for goodput.
+//
+// A gap over the stall threshold is a stall, counted by its cause once it
+// is decided (stallcause.go, stallserver.go): the client's when the
+// stream's writes to its client took most of it; a prefill when another
+// stream of the same server, sent before it began, got its first token at
+// its end; else the upstream's. [Stream.Stalls] lists them, with the
+// request of each prefill.
 //
 // The per-event calls look no label up and allocate nothing: a stream
 // resolves its series when it starts; a load band's series are made when

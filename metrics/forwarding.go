@@ -56,14 +56,6 @@ type forwarding struct {
 // proxy to the start of their write to the client.
 func (s *Stream) OwnDelay(d time.Duration) { s.fwd.delay.Observe(d.Seconds()) }
 
-// ClientWrite records one write of the stream's bytes to its client, from
-// its start to its return: observed once, and added to the stream's total
-// (WriteWait).
-func (s *Stream) ClientWrite(d time.Duration) {
-	s.fwd.write.Observe(d.Seconds())
-	s.fwd.writeWait += d
-}
-
 // AddWriteWait adds to the stream's total writes observed once elsewhere
 // (WriteObserver): a Realtime response's, whose writes are its
 // connection's.

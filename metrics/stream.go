@@ -89,8 +89,7 @@ type Stream struct {
 	ttft   prometheus.Observer
 	itl    prometheus.Observer
 	active prometheus.Gauge
-	stalls prometheus.Counter // nil without a stall threshold
-	slo    *sloCounters       // the objectives' counters of the stream's model, class and tenant
+	slo    *sloCounters // the objectives' counters of the stream's model, class and tenant
 
 	// Load bands: the model's streams in flight, and the by-load
 	// histograms; ttftBand is the band when the stream started.
@@ -118,6 +117,9 @@ type Stream struct {
 	band     int                 // position band of the last gap
 	position prometheus.Observer // ITL observer of that band
 	sketch   gapSketch
+	// stall is what its stalls are judged from, and the stalls
+	// (stallcause.go).
+	stall stalls
 }
 
 // StartStream counts a stream in flight until End; its turn is the
@@ -146,9 +148,6 @@ func (m *Metrics) StartTurn(l Labels, ids IDs, turn int) *Stream {
 	s.obj = s.slo.obj
 	s.load, s.byLoad = m.loadOf(l.Model, l.Endpoint)
 	s.ttftBand = loadBand(s.load.streams.Add(1))
-	if m.stallThreshold > 0 {
-		s.stalls = m.stalls.WithLabelValues(l.Model, l.Endpoint)
-	}
 	s.turn = max(turn, 0)
 	if ids.Session != "" {
 		s.turn = m.sessions.begin(ids.Session, turn, time.Now())
@@ -179,8 +178,18 @@ func (s *Stream) observe(o prometheus.Observer, v float64, withExemplar bool) {
 	o.Observe(v)
 }
 
-// FirstToken records the stream's time to first token.
-func (s *Stream) FirstToken(d time.Duration) {
+// FirstToken records the stream's time to first token, the token
+// arriving now; see FirstTokenAt.
+func (s *Stream) FirstToken(d time.Duration) { s.FirstTokenAt(d, time.Now()) }
+
+// FirstTokenAt records the stream's time to first token, d, the token
+// having arrived at at (the stamp of the read that completed it): its
+// server then knows the stream's request has been answered.
+func (s *Stream) FirstTokenAt(d time.Duration, at time.Time) {
+	s.stall.writes.reset(at)
+	if v := s.stall.server; v != nil {
+		v.leave(s, at)
+	}
 	s.ttftSeen = d
 	s.observe(s.ttft, d.Seconds(), true)
 	_, ttft := s.byLoad.at(s.ttftBand)
@@ -197,10 +206,11 @@ func (s *Stream) FirstToken(d time.Duration) {
 	}
 }
 
-// Gap records one gap between consecutive token-bearing events, in the
-// load band of the model's streams in flight now; see GapInFlight.
+// Gap records one gap between consecutive token-bearing events, ended
+// now, in the load band of the model's streams in flight now; see
+// GapInFlight.
 func (s *Stream) Gap(d time.Duration, tokens int64) Notable {
-	return s.GapInFlight(d, tokens, s.InFlight())
+	return s.GapInFlight(d, tokens, s.InFlight(), time.Now())
 }
 
 // InFlight is the number of streams of the stream's model in flight
@@ -213,11 +223,13 @@ func (s *Stream) InFlight() int64 { return s.load.streams.Load() }
 // and class.
 type Notable struct{ Stall, OverObjective bool }
 
-// GapInFlight records one gap between consecutive token-bearing events;
-// tokens is the number of tokens the event that ends it carries, when the
+// GapInFlight records one gap between consecutive token-bearing events,
+// ended at at (the stamp of the read that completed the event that ends
+// it); tokens is the number of tokens that event carries, when the
 // upstream reports it per event, else 0; inFlight is the model's streams
 // in flight when the gap ended (InFlight, read then), whose band the gap
-// is counted in. It says whether the gap is notable.
+// is counted in. It says whether the gap is notable. A stall is counted by
+// its cause (stallcause.go), once that is decided.
 //
 // The first gap carries the exemplar, and so does every gap over
 // exemplarStep times the longest before it: a spike is always a stream's
@@ -226,7 +238,7 @@ type Notable struct{ Stall, OverObjective bool }
 // same native bucket as the one that already carries the request, and an
 // exemplar costs a few microseconds under the histogram's lock: a smooth
 // stream sets one or two, not one per new maximum.
-func (s *Stream) GapInFlight(d time.Duration, tokens, inFlight int64) Notable {
+func (s *Stream) GapInFlight(d time.Duration, tokens, inFlight int64, at time.Time) Notable {
 	s.gaps++
 	exemplar := s.gaps == 1 || float64(d) > exemplarStep*float64(s.maxGap)
 	s.observe(s.itl, d.Seconds(), exemplar)
@@ -252,10 +264,14 @@ func (s *Stream) GapInFlight(d time.Duration, tokens, inFlight int64) Notable {
 	}
 	s.sketch.add(d)
 	n := Notable{OverObjective: s.slo.judge(kindITL, d)}
-	if s.stalls != nil && d > s.m.stallThreshold {
-		s.stalls.Inc()
+	if s.stall.undecided > 0 {
+		s.decide(at, false)
+	}
+	if s.m.stallThreshold > 0 && d > s.m.stallThreshold {
+		s.stalled(s.gaps, d, at)
 		n.Stall = true
 	}
+	s.stall.writes.reset(at)
 	return n
 }
 
@@ -305,6 +321,12 @@ type StreamEnd struct {
 // The stream is counted as ended last, so that a scrape that sees it
 // counted sees all of it.
 func (s *Stream) End(e StreamEnd) {
+	if v := s.stall.server; v != nil {
+		v.leave(s, time.Time{})
+	}
+	if s.stall.undecided > 0 {
+		s.decide(time.Now(), true)
+	}
 	s.active.Dec()
 	s.load.streams.Add(-1)
 	m, l := s.m, s.labels

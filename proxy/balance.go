@@ -118,5 +118,5 @@ func (ex *exchange) sendTo(sv *upstream.Server) {
 	}
 	ex.upstream = sv
 	sv.Acquire()
-	ex.sink.setUpstream(sv.Label())
+	ex.sink.setUpstream(sv.Label(), ex.servers.of(sv))
 }

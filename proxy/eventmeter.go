@@ -60,9 +60,15 @@ func newEventMeter(body io.ReadCloser, s *sink, endpoint events.Endpoint, maxEve
 
 func (m *eventMeter) Read(p []byte) (int, error) {
 	turned := time.Now()
-	m.turn(turned)
+	// The held read is measured before the write that carried it is
+	// handed to the sink: that write began after the read's gap ended.
+	began, wrote := m.clock.turn(turned)
+	measured := m.measureHeld()
+	if wrote {
+		m.sink.clientWrite(began, turned)
+	}
 	issued := turned
-	if m.measureHeld() {
+	if measured {
 		issued = time.Now()
 	}
 	m.awaitUpstream()
@@ -131,19 +137,12 @@ func (m *eventMeter) measureHeld() bool {
 	return true
 }
 
-// turn notes that the proxy turns back to the upstream, or ends, at now:
-// the write to the client in progress has returned.
-func (m *eventMeter) turn(now time.Time) {
-	if d, ok := m.clock.turn(now); ok {
-		m.sink.clientWrite(d)
-	}
-}
-
 // writing notes that a write of the stream's bytes to the client begins
 // now (clientWriter).
 func (m *eventMeter) writing() {
-	if d, ok := m.clock.write(time.Now()); ok {
-		m.sink.clientWrite(d)
+	now := time.Now()
+	if began, ok := m.clock.write(now); ok {
+		m.sink.clientWrite(began, now)
 	}
 }
 
@@ -152,12 +151,14 @@ func (m *eventMeter) writing() {
 // complete. When reading the stream ended, it ends the scanner too, which
 // counts a stream cut in the middle of an event.
 func (m *eventMeter) drain(at time.Time) {
-	m.turn(at)
-	if m.scan == nil {
-		return
+	began, wrote := m.clock.turn(at)
+	if m.scan != nil {
+		m.measureHeld()
 	}
-	m.measureHeld()
-	if m.readErr != nil && m.scan.End() && m.readErr == io.EOF {
+	if wrote {
+		m.sink.clientWrite(began, at)
+	}
+	if m.scan != nil && m.readErr != nil && m.scan.End() && m.readErr == io.EOF {
 		m.sink.parseFailure(metrics.ParseTruncated)
 	}
 }
@@ -177,7 +178,7 @@ func (m *eventMeter) onEvent(e events.Event, at events.Stamp) {
 		return
 	}
 	if tok.First {
-		m.sink.firstToken(at.At.Sub(m.sink.start))
+		m.sink.firstToken(at.At.Sub(m.sink.start), at.At)
 	} else {
 		m.sink.gap(tok.Gap, tok.Tokens, at.At, at.Load)
 	}

@@ -78,13 +78,17 @@ type exchange struct {
 	writer clientWriter
 	// upstream is the server the request was sent to, nil unless the
 	// proxy balances over several (balance.go): the exchange holds one of
-	// its requests in flight until it ends.
+	// its requests in flight until it ends. servers are the records of
+	// the servers, the stream's stalls judged against its server's.
 	upstream *upstream.Server
+	servers  *servers
 	// trace hears from the transport when the request has been written
-	// to the upstream (wroteRequest), which observes the request leg;
-	// legObserved: it has been.
-	trace       httptrace.ClientTrace
-	legObserved atomic.Bool
+	// to the upstream (wroteRequest), which observes the request leg and
+	// tells the server's record that the stream the request started
+	// (waits) waits for its first token there; written: it has been.
+	trace   httptrace.ClientTrace
+	written atomic.Bool
+	waits   *metrics.Stream
 }
 
 type exchangeKey struct{}
@@ -100,7 +104,7 @@ func exchangeFrom(ctx context.Context) *exchange {
 // id replaces the client's in the ids, so that the exemplars lead to the
 // span.
 func (p *Proxy) newExchange(r *http.Request, req request) *exchange {
-	ex := &exchange{metrics: p.metrics, req: req}
+	ex := &exchange{metrics: p.metrics, req: req, servers: p.servers}
 	ids, clientID := p.requestIDs(r, req.user)
 	ex.clientID = clientID
 	if p.cfg.Tracer != nil {
@@ -110,8 +114,12 @@ func (p *Proxy) newExchange(r *http.Request, req request) *exchange {
 		}
 	}
 	ex.sink = newSink(p.metrics, req.labels, ids, req.t0, req.turn, p.cfg.Recorder, ex.span)
+	if p.cfg.Servers == nil {
+		ex.sink.setUpstream("", p.servers.of(nil))
+	}
 	if req.wantStream {
 		ex.sink.startStream()
+		ex.waits = ex.sink.stream
 	}
 	return ex
 }
@@ -234,15 +242,25 @@ func (ex *exchange) finish(clientGone bool, log *zap.Logger) {
 }
 
 // wroteRequest notes that the request has been written to the upstream,
-// on the transport's goroutine: the request leg ends, and is observed at
-// once, while the response is still to come. A request the transport
-// sends again, after a write that failed (nothing of it reached the
-// upstream), ends it at the write that succeeded; one whose connection
-// closed before any response (only a request that can be replayed is
-// sent again then) at its first.
+// on the transport's goroutine (requestWritten).
 func (ex *exchange) wroteRequest(info httptrace.WroteRequestInfo) {
-	if info.Err == nil && ex.legObserved.CompareAndSwap(false, true) {
-		ex.metrics.RequestForwarded(ex.req.labels.Endpoint, max(time.Since(ex.req.t0), 1))
+	if info.Err == nil {
+		ex.requestWritten(time.Now())
+	}
+}
+
+// requestWritten notes that the request was written to the upstream at
+// at: the request leg ends, and is observed at once, while the response
+// is still to come; and the stream the request started waits for its
+// first token on its server from then on. A request the transport sends
+// again, after a write that failed (nothing of it reached the upstream),
+// ends it at the write that succeeded; one whose connection closed
+// before any response (only a request that can be replayed is sent again
+// then) at its first.
+func (ex *exchange) requestWritten(at time.Time) {
+	if ex.written.CompareAndSwap(false, true) {
+		ex.metrics.RequestForwarded(ex.req.labels.Endpoint, max(at.Sub(ex.req.t0), 1))
+		sent(ex.waits, at)
 	}
 }
 

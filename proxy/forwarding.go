@@ -18,7 +18,10 @@ import "time"
 //     reverse proxy's write and its flush, which return when the proxy
 //     turns back to the upstream (or starts the next write, or the stream
 //     ends). Each write of a stream's bytes is observed once, whatever the
-//     reads held, and a stream's total is the sum of its writes.
+//     reads held, and a stream's total is the sum of its writes. Each is
+//     handed to the sink as its interval, once the read it carries has
+//     been measured, so that a stall's cause can tell how much of the gap
+//     the writes to the client took (metrics, stallcause.go).
 
 // availableAt is when the bytes of a read were available to the proxy:
 // the proxy turned back to the upstream for them at turned, measured, and
@@ -43,13 +46,13 @@ type forwardClock struct {
 }
 
 // turn notes that the proxy turns back to the upstream at now: the write
-// in progress, if any, has returned, and took write.
-func (c *forwardClock) turn(now time.Time) (write time.Duration, ok bool) {
+// in progress, if any, has returned; it began at began.
+func (c *forwardClock) turn(now time.Time) (began time.Time, ok bool) {
 	if c.writing.IsZero() {
-		return 0, false
+		return time.Time{}, false
 	}
-	write, c.writing = now.Sub(c.writing), time.Time{}
-	return write, true
+	began, c.writing = c.writing, time.Time{}
+	return began, true
 }
 
 // read notes a read held from now on, turned, issued and returned as
@@ -59,10 +62,10 @@ func (c *forwardClock) read(turned, issued, returned time.Time) {
 }
 
 // write notes a write to the client beginning at now: the one before, if
-// still in progress, has returned, and took prev. The held read's bytes
+// still in progress, has returned; it began at prev. The held read's bytes
 // begin their way to the client with the first write after their read
 // (one that a transformation holds back goes with a later read's).
-func (c *forwardClock) write(now time.Time) (prev time.Duration, ok bool) {
+func (c *forwardClock) write(now time.Time) (prev time.Time, ok bool) {
 	prev, ok = c.turn(now)
 	c.writing = now
 	if !c.available.IsZero() && c.began.IsZero() {

@@ -89,11 +89,14 @@ type Proxy struct {
 	// poolLog bounds the warnings of requests the balancer could send
 	// nowhere (errors.go).
 	poolLog logLimit
+	// servers are the records of the upstream servers that streams'
+	// stalls are judged against.
+	servers *servers
 }
 
 // New returns a proxy to cfg.Upstream that records in m and logs to log.
 func New(cfg Config, m *metrics.Metrics, log *zap.Logger) *Proxy {
-	p := &Proxy{cfg: cfg, metrics: m, log: log, pseudonym: newPseudonym(),
+	p := &Proxy{cfg: cfg, metrics: m, log: log, pseudonym: newPseudonym(), servers: newServers(),
 		loopLog: logLimit{every: loopLogEvery}, poolLog: logLimit{every: poolLogEvery}}
 	if cfg.ClassHeader != "" {
 		p.classKey = http.CanonicalHeaderKey(cfg.ClassHeader)

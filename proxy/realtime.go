@@ -140,14 +140,25 @@ func (c *realtimeConn) Start(s realtime.Start) realtime.ResponseObserver {
 				attribute.Bool("itlproxy.realtime.server_initiated", s.ByServer)))
 	}
 	r.sink = newSink(ex.metrics, ex.req.labels, ids, s.At, 0, c.p.cfg.Recorder, r.span)
+	label := ""
 	if ex.upstream != nil {
-		r.sink.setUpstream(ex.upstream.Label())
+		label = ex.upstream.Label()
 	}
+	r.sink.setUpstream(label, ex.sink.server)
 	r.sink.readEvents()
+	// Its request reached the server as it began: a prefill of the
+	// server from then on may be its.
+	sent(r.sink.stream, s.At)
 	return r
 }
 
-func (r *realtimeResponse) FirstDelta(ttft time.Duration, _ time.Time) { r.sink.firstToken(ttft) }
+func (r *realtimeResponse) FirstDelta(ttft time.Duration, at time.Time) { r.sink.firstToken(ttft, at) }
+
+// ClientWrite notes a write to the client while the response was in
+// flight, for its stalls' causes (observed once by realtimeConn.Wrote).
+func (r *realtimeResponse) ClientWrite(began, ended time.Time) {
+	r.sink.stream.NoteClientWrite(began, ended)
+}
 
 // Gap records a gap between deltas, measured as the read that ended it
 // was forwarded: in the load band of the model's streams in flight then.

@@ -31,6 +31,10 @@ type sink struct {
 	// upstream is the label of the upstream server the request was sent
 	// to, "" unless the proxy balances over several.
 	upstream string
+	// server is the record of the upstream server the request was sent
+	// to, against which the stream's stalls are judged (the single
+	// upstream's, or the one the proxy balanced it to).
+	server *metrics.Server
 	// stream is the response's stream, nil unless it counts as one.
 	stream *metrics.Stream
 	// ttft is the stream's time to first token, -1 before it.
@@ -64,14 +68,32 @@ func (s *sink) startStream() {
 		if s.upstream != "" {
 			s.stream.SetUpstream(s.upstream)
 		}
+		s.stream.SetServer(s.server)
 	}
 }
 
-// setUpstream notes the upstream server the request goes to.
-func (s *sink) setUpstream(label string) {
-	s.upstream, s.ids.Upstream = label, label
+// setUpstream notes the upstream server the request goes to: its label
+// ("" for the single upstream) and its record.
+func (s *sink) setUpstream(label string, server *metrics.Server) {
+	s.server = server
+	if label != "" {
+		s.upstream, s.ids.Upstream = label, label
+	}
 	if s.stream != nil {
-		s.stream.SetUpstream(label)
+		if label != "" {
+			s.stream.SetUpstream(label)
+		}
+		s.stream.SetServer(server)
+	}
+}
+
+// sent notes that the request has been written to its server at at: the
+// stream, if it is one, waits for its first token there from then on. It
+// runs on the transport's goroutine: st is the stream as it was when the
+// request was sent.
+func sent(st *metrics.Stream, at time.Time) {
+	if st != nil {
+		st.Sent(at)
 	}
 }
 
@@ -97,16 +119,16 @@ func (s *sink) setRequestID(id string) {
 func (s *sink) parseFailure(reason string) { s.metrics.ParseFailure(s.labels, reason) }
 
 // firstToken records the stream's first token-bearing event, ttft after
-// its start.
-func (s *sink) firstToken(ttft time.Duration) {
+// its start, which arrived at at.
+func (s *sink) firstToken(ttft time.Duration, at time.Time) {
 	s.ttft = ttft
-	s.stream.FirstToken(ttft)
+	s.stream.FirstTokenAt(ttft, at)
 }
 
 // gap records a gap of d, ended at at by an event of tokens tokens (0:
 // unknown) with load streams of the model in flight.
 func (s *sink) gap(d time.Duration, tokens int64, at time.Time, load int64) {
-	n := s.stream.GapInFlight(d, tokens, load)
+	n := s.stream.GapInFlight(d, tokens, load, at)
 	s.timeline.Gap(d, tokens)
 	s.notable.add(s.stream.Gaps().Count, d, at, n)
 }
@@ -115,8 +137,10 @@ func (s *sink) gap(d time.Duration, tokens int64, at time.Time, load int64) {
 // (forwarding.go).
 func (s *sink) ownDelay(d time.Duration) { s.stream.OwnDelay(d) }
 
-// clientWrite records one write of the stream's bytes to its client.
-func (s *sink) clientWrite(d time.Duration) { s.stream.ClientWrite(d) }
+// clientWrite records one write of the stream's bytes to its client,
+// from began to its return at ended: each relay hands each write once,
+// after the reads whose bytes it carries (metrics.Stream.ClientWrite).
+func (s *sink) clientWrite(began, ended time.Time) { s.stream.ClientWrite(began, ended) }
 
 // addWriteWait adds to the stream's total writes to its client observed
 // by its connection (a Realtime response's).
@@ -182,6 +206,15 @@ func (s *sink) record(e responseEnd, at time.Time) {
 	}
 	gaps := s.stream.Gaps()
 	l := s.labels
+	list, past := s.stream.Stalls()
+	var stalls []recorder.Stall
+	for i, st := range list {
+		if i == recorder.MaxStalls {
+			past += len(list) - i
+			break
+		}
+		stalls = append(stalls, recorder.Stall{Gap: st.Gap, Length: st.Length, Cause: st.Cause, Prefill: st.Prefill})
+	}
 	s.recorder.Record(s.timeline, recorder.Stream{
 		RequestID:    s.ids.Request,
 		SessionID:    s.ids.Session,
@@ -203,6 +236,8 @@ func (s *sink) record(e responseEnd, at time.Time) {
 		LongestGapAt: gaps.LongestAt,
 
 		ClientWriteWait: s.stream.WriteWait(),
+		Stalls:          stalls,
+		StallsPast:      past,
 	})
 	s.timeline = nil
 }
@@ -223,7 +258,8 @@ func (s *sink) endSpan(e responseEnd) {
 	if s.stream != nil {
 		attrs = append(attrs, attribute.String("itlproxy.outcome", e.stream.Outcome))
 		attrs = s.spanTiming(attrs, e)
-		s.notable.events(s.span)
+		stalls, _ := s.stream.Stalls()
+		s.notable.events(s.span, stalls)
 	}
 	s.span.SetAttributes(attrs...)
 }

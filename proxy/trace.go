@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -154,18 +155,28 @@ func (ex *exchange) endSpan(end time.Time) {
 }
 
 // events adds an event per notable gap, at the time the gap ended: named
-// itlproxy.stall for a stall, itlproxy.itl_objective_exceeded for a gap
-// over the objective that is not one.
-func (g *notableGaps) events(span trace.Span) {
+// itlproxy.stall for a stall, with its cause (and, for a prefill, the
+// request that caused it) from the stream's stalls,
+// itlproxy.itl_objective_exceeded for a gap over the objective that is
+// not one.
+func (g *notableGaps) events(span trace.Span, stalls []metrics.Stall) {
 	for _, n := range g.gaps {
 		name := "itlproxy.itl_objective_exceeded"
-		if n.Stall {
-			name = "itlproxy.stall"
-		}
-		span.AddEvent(name, trace.WithTimestamp(n.at), trace.WithAttributes(
+		attrs := []attribute.KeyValue{
 			attribute.Int("itlproxy.gap.index", n.index),
 			attribute.Float64("itlproxy.gap.seconds", n.d.Seconds()),
 			attribute.Bool("itlproxy.gap.stall", n.Stall),
-			attribute.Bool("itlproxy.gap.itl_objective_exceeded", n.OverObjective)))
+			attribute.Bool("itlproxy.gap.itl_objective_exceeded", n.OverObjective),
+		}
+		if n.Stall {
+			name = "itlproxy.stall"
+			if i := slices.IndexFunc(stalls, func(st metrics.Stall) bool { return st.Gap == n.index }); i >= 0 {
+				attrs = append(attrs, attribute.String("itlproxy.stall.cause", stalls[i].Cause))
+				if p := stalls[i].Prefill; p != "" {
+					attrs = append(attrs, attribute.String("itlproxy.stall.prefill_request_id", p))
+				}
+			}
+		}
+		span.AddEvent(name, trace.WithTimestamp(n.at), trace.WithAttributes(attrs...))
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -143,6 +144,54 @@ func TestSpanEventsCapped(t *testing.T) {
 	}
 	if last := s.Events()[maxGapEvents-1]; last.Name != "itlproxy.stall" {
 		t.Errorf("last event %q", last.Name)
+	}
+}
+
+// TestStallEventCause: a stall's span event carries its cause, and a
+// prefill's names the request whose prefill it was: here a request written
+// to the upstream before the stall began, whose first token came 20 ms
+// before the stall's end.
+func TestStallEventCause(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")
+	m, err := metrics.New(prometheus.NewRegistry(), metrics.Options{MaxModels: 4, StallThreshold: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("http://upstream.example:8000")
+	p := New(Config{Upstream: u, Tracer: tracer}, m, zap.NewNop())
+	start := func(id string) *exchange {
+		r, _ := http.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+		r.Header.Set(RequestIDHeader, id)
+		ex := p.newExchange(r, request{t0: time.Now(), labels: m.RequestLabels("m", "chat_completions", "", ""),
+			endpoint: events.ChatCompletions, route: "/v1/chat/completions", model: "m", wantStream: true})
+		ex.code = http.StatusOK
+		return ex
+	}
+	running, prefill := start("running"), start("long-prompt")
+	t0 := time.Now()
+	running.requestWritten(t0)
+	running.sink.firstToken(time.Millisecond, t0)
+	prefill.requestWritten(t0.Add(time.Millisecond))
+	prefill.sink.firstToken(600*time.Millisecond, t0.Add(600*time.Millisecond))
+	running.sink.gap(620*time.Millisecond, 0, t0.Add(620*time.Millisecond), 2) // the prefill's
+	running.sink.gap(300*time.Millisecond, 0, t0.Add(920*time.Millisecond), 2) // the server's own
+	prefill.finish(false, zap.NewNop())
+	running.finish(false, zap.NewNop())
+	var stalls [][2]string
+	for _, s := range rec.Ended() {
+		for _, e := range s.Events() {
+			a := map[attribute.Key]attribute.Value{}
+			for _, kv := range e.Attributes {
+				a[kv.Key] = kv.Value
+			}
+			if e.Name == "itlproxy.stall" {
+				stalls = append(stalls, [2]string{a["itlproxy.stall.cause"].AsString(), a["itlproxy.stall.prefill_request_id"].AsString()})
+			}
+		}
+	}
+	if want := [][2]string{{metrics.StallPrefill, "long-prompt"}, {metrics.StallUpstream, ""}}; !slices.Equal(stalls, want) {
+		t.Errorf("stall events %q, want %q", stalls, want)
 	}
 }
 

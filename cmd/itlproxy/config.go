@@ -68,7 +68,7 @@ type config struct {
 	SLOTPOT        time.Duration `env:"ITLPROXY_SLO_TPOT" help:"Default time-per-output-token objective of every model (e.g. 40ms). Unset: none."`
 	SLOMaxGap      time.Duration `env:"ITLPROXY_SLO_MAX_GAP" help:"Default longest-gap objective of every model, per stream (e.g. 2s): a stream whose longest gap exceeds it misses. Unset: none."`
 	SLOFile        string        `env:"ITLPROXY_SLO_FILE" help:"YAML file of per-model and per-class objectives, over the defaults above (see docs/slos.md). Re-read when it changes, on SIGHUP and on POST /-/reload (with ITLPROXY_WEB_ENABLE_LIFECYCLE)."`
-	StallThreshold time.Duration `env:"ITLPROXY_STALL_THRESHOLD" envDefault:"2s" help:"A gap between tokens longer than this counts as a stall (itlproxy_stalls_total). 0: none."`
+	StallThreshold time.Duration `env:"ITLPROXY_STALL_THRESHOLD" envDefault:"2s" help:"A gap between tokens longer than this counts as a stall (itlproxy_stalls_total, by its cause: a prefill on the same server, the client, or the upstream on its own). 0: none."`
 
 	NativeBreakdowns bool `env:"ITLPROXY_NATIVE_BREAKDOWNS" envDefault:"false" help:"For a Prometheus that scrapes native histograms: the histograms that break ITL, TTFT and TPOT down (by load, position, context, turn), those of each stream's shape, the tokens per response and the engines' own carry native buckets only, one series each instead of one per classic bucket. ITL, TTFT, TPOT and request duration keep their classic buckets. See docs/series-budget.md."`
 

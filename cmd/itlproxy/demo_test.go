@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/itlproxy/itlproxy/cmd/internal/demo"
+	"github.com/itlproxy/itlproxy/internal/e2e"
 	"github.com/itlproxy/itlproxy/metrics"
 	"github.com/itlproxy/itlproxy/metrics/scrape"
 )
@@ -18,8 +19,9 @@ import (
 // gets to fill: ITL samples on /metrics within seconds, the table on
 // stdout, and within a minute the objectives at work (breaches and both
 // verdicts for the model that misses by design, met streams for the
-// others) and the live page's attainment and goodput columns, as Chromium
-// renders them, for every model.
+// others), stalls of each cause the batch model's engine makes (a
+// prefill, a pause), and the live page's attainment and goodput columns
+// and stall causes, as Chromium renders them.
 func TestDemo(t *testing.T) {
 	in := start(t, []string{"demo"}, nil)
 	started := time.Now()
@@ -64,7 +66,40 @@ func TestDemo(t *testing.T) {
 			fs.Value("itlproxy_streams_judged_total", "model", m.Name, "verdict", metrics.VerdictMissed), strings.Join(breaches, ", "))
 	}
 
+	// The batch model's engine made stalls of both its causes: another
+	// request's long prompt, and its own pauses.
+	stalls := func(cause string) float64 {
+		return in.scrape().Value("itlproxy_stalls_total", "model", demo.Batch.Name, "cause", cause)
+	}
+	e2e.WaitFor(t, "stalls of each engine-made cause", time.Minute-time.Since(started)+demo.Batch.PauseEvery, func() bool {
+		return stalls(metrics.StallPrefill) > 0 && stalls(metrics.StallUpstream) > 0
+	})
+	t.Logf("%s: %.0f prefill stalls, %.0f upstream, %.0f client", demo.Batch.Name,
+		stalls(metrics.StallPrefill), stalls(metrics.StallUpstream), stalls(metrics.StallClient))
+
+	// A stall is counted once its cause is decided, and recorded when
+	// its stream ends.
+	e2e.WaitFor(t, "streams recorded with stalls of each engine-made cause", 30*time.Second, func() bool {
+		var recorded struct {
+			Streams []struct {
+				Stalls []struct{ Cause string } `json:"stalls"`
+			} `json:"streams"`
+		}
+		getJSON(t, "http://"+in.admin+"/debug/streams?min_gap=700ms&limit=0", &recorded)
+		seen := map[string]bool{}
+		for _, e := range recorded.Streams {
+			for _, s := range e.Stalls {
+				seen[s.Cause] = true
+			}
+		}
+		return seen[metrics.StallPrefill] && seen[metrics.StallUpstream]
+	})
 	dom := chromiumDOMIn(t, "demo", "http://"+in.admin+"/")
+	for _, cause := range []string{metrics.StallPrefill, metrics.StallUpstream} {
+		if !strings.Contains(dom, `data-cause="`+cause+`"`) {
+			t.Errorf("the live page shows no %s stall", cause)
+		}
+	}
 	for _, m := range demo.Models {
 		row := regexp.MustCompile(`<tr class="model" data-model="` + regexp.QuoteMeta(m.Name) + `"><td rowspan="2">[^<]*</td><td rowspan="2">[^<]*</td>\s*` +
 			`<td>(1m[^<]*)</td>(?:<td>[^<]*</td>){6}\s*<td class="attainment">(\d+\.\d)% of (\d+)</td><td class="goodput">(\d+\.\d) tokens/s</td>`).FindStringSubmatch(dom)

@@ -103,8 +103,8 @@ func TestLivePageInChromium(t *testing.T) {
 	slow = slow[:strings.Index(slow, "</svg>")]
 	for _, want := range []string{
 		`<a href="/debug/streams/req-stall">req-stall</a>`,
-		`<span class="stall-mark">stall at gap 3</span>`,
-		`<rect class="stall" data-gap="3"`,
+		`<span class="stall-mark">stall at gap <span class="stall" data-gap="3" data-cause="upstream">3 (upstream)</span></span>`,
+		`<rect class="stall" data-gap="3" data-cause="upstream"`,
 	} {
 		if !strings.Contains(slow, want) {
 			t.Errorf("the stalled stream's entry lacks %s:\n%s", want, slow)

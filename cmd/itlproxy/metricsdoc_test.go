@@ -240,6 +240,7 @@ func fixedLabelValues(fs scrape.Families) []labelValues {
 		{"reason", "`itlproxy_trace_spans_dropped_total`", of("itlproxy_trace_spans_dropped_total", "reason")},
 		{"slo", "the `itlproxy_slo_*` families", []string{metrics.SLOTTFT, metrics.SLOITL, metrics.SLOTPOT, metrics.SLOMaxGap}},
 		{"verdict", "`itlproxy_streams_judged_total`", []string{metrics.VerdictMet, metrics.VerdictMissed}},
+		{"cause", "`itlproxy_stalls_total`", []string{metrics.StallPrefill, metrics.StallClient, metrics.StallUpstream}},
 		{"type", "`itlproxy_tokens_per_response`", []string{metrics.TokenInput, metrics.TokenOutput}},
 		{"streaming", "`itlproxy_requests_total`, `itlproxy_request_duration_seconds`", []string{"true", "false"}},
 		{"load", "the `*_by_load_*` families, `itlproxy_load_band_upper_streams`", of("itlproxy_load_band_upper_streams", "load")},

@@ -77,6 +77,9 @@ func run(ctx context.Context, args []string, environ map[string]string, stdout, 
 	}
 	if demoMode {
 		cfg.slos = demo.SLOs(cfg.slos)
+		if _, set := environ["ITLPROXY_STALL_THRESHOLD"]; !set {
+			cfg.StallThreshold = demo.StallThreshold
+		}
 	}
 	log := newLogger(cfg, stderr)
 	defer func() { _ = log.Sync() }()

@@ -81,3 +81,42 @@ func runbookSections(text string) map[string]string {
 	}
 	return out
 }
+
+// TestITLAlertsSayEachStallCause wants the section of every alert about
+// inter-token latency or stalls to say what each cause of a stall means
+// for it, and to lead to the runbook's account of the causes, which says
+// what to look at and what to do for each: chunked prefill and its
+// budget, the engine's preemption and swap counters, the client.
+func TestITLAlertsSayEachStallCause(t *testing.T) {
+	runbook, err := os.ReadFile("RUNBOOK.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(runbook)
+	n := 0
+	for name, body := range runbookSections(text) {
+		if !strings.Contains(name, "ITL") && !strings.Contains(name, "Stall") {
+			continue
+		}
+		n++
+		for _, want := range []string{"`prefill`", "`upstream`", "`client`", "(#stalls-by-cause)"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("RUNBOOK.md, section %s: does not say %s", name, want)
+			}
+		}
+	}
+	if n < 4 {
+		t.Errorf("%d sections of ITL and stall alerts, want 4 at least", n)
+	}
+	_, causes, ok := strings.Cut(text, "\n### Stalls by cause\n")
+	causes, _, _ = strings.Cut(causes, "\n## ")
+	if !ok {
+		t.Fatal("RUNBOOK.md has no \"### Stalls by cause\"")
+	}
+	for _, want := range []string{"`prefill`", "`upstream`", "`client`", "--enable-chunked-prefill", "--max-num-batched-tokens",
+		"vllm:num_preemptions_total", "swap", "`request_id`", "Stalls per minute by cause", "a gateway replica only its share"} {
+		if !strings.Contains(causes, want) {
+			t.Errorf("RUNBOOK.md, Stalls by cause: does not say %s", want)
+		}
+	}
+}

@@ -29,6 +29,7 @@ func (discard) FirstDelta(time.Duration, time.Time) {}
 func (discard) Gap(time.Duration, time.Time)        {}
 func (discard) OwnDelay(time.Duration)              {}
 func (discard) End(End)                             {}
+func (discard) ClientWrite(time.Time, time.Time)    {}
 
 // audioDelta is a GA audio delta as the server sends it: 100 ms of 24 kHz
 // 16-bit audio (noise, which compresses as little as speech), base64 (6.4

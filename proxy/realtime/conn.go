@@ -174,7 +174,7 @@ func (c *Conn) Measure(from Side, w Written) {
 	if from == Server && w.known() {
 		// The responses in flight as the bytes came: theirs, or ones that
 		// end with them.
-		s.wroteResponse = c.res.wrote(w.write())
+		s.wroteResponse = c.res.wrote(w)
 	}
 	c.mu.Unlock()
 

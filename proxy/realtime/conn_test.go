@@ -20,8 +20,9 @@ type watched struct {
 	first bool
 	gaps  []time.Duration
 	ends  []End
-	// delays: each delta's own delay.
-	delays []time.Duration
+	// delays: each delta's own delay; wrote: each write while it was in
+	// flight.
+	delays, wrote []time.Duration
 }
 
 func (w *watcher) Start(s Start) ResponseObserver {
@@ -38,6 +39,7 @@ func (r *watched) FirstDelta(ttft time.Duration, _ time.Time) { r.ttft, r.first 
 func (r *watched) Gap(d time.Duration, _ time.Time)           { r.gaps = append(r.gaps, d) }
 func (r *watched) End(e End)                                  { r.ends = append(r.ends, e) }
 func (r *watched) OwnDelay(d time.Duration)                   { r.delays = append(r.delays, d) }
+func (r *watched) ClientWrite(began, ended time.Time)         { r.wrote = append(r.wrote, ended.Sub(began)) }
 
 // script plays events through a Conn: each step is one side's event,
 // arriving ms milliseconds after the start.
@@ -276,6 +278,16 @@ func TestForwarding(t *testing.T) {
 	}
 	if len(r1.ends) != 1 || r1.ends[0].ClientWriteWait != ms(21) || len(r2.ends) != 1 || r2.ends[0].ClientWriteWait != ms(18) {
 		t.Errorf("ends %+v, %+v; want r1's writes 1+2+3+4+5+6 ms, r2's 5+6+7 ms", r1.ends, r2.ends)
+	}
+	// Each response hears the writes while it was in flight, as their
+	// intervals (its stalls' causes), from its start on: r1's waited for
+	// the client's bytes to be measured (the microseconds that tell
+	// whether it answers a response.create), and hears the writes after.
+	if want := []time.Duration{ms(4), ms(5), ms(6)}; !slices.Equal(r1.wrote, want) {
+		t.Errorf("r1 heard writes %v, want %v", r1.wrote, want)
+	}
+	if want := []time.Duration{ms(6), ms(7)}; !slices.Equal(r2.wrote, want) {
+		t.Errorf("r2 heard writes %v, want %v", r2.wrote, want)
 	}
 }
 

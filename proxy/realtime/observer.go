@@ -32,6 +32,11 @@ type ResponseObserver interface {
 	// the proxy (Written.Available) and the start of their write to the
 	// client; called only when Conn.Measure was given the write's times.
 	OwnDelay(d time.Duration)
+	// ClientWrite: a write of the server's bytes to the client while the
+	// response was in flight, from its Start on, ran from began to ended
+	// (Observer.Wrote observes it once); called before the deltas those
+	// bytes complete are reported.
+	ClientWrite(began, ended time.Time)
 	// End: the response ended; called once, last.
 	End(e End)
 }

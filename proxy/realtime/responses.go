@@ -171,11 +171,14 @@ func (r *responses) created(obs Observer, responseID []byte, at time.Time, clien
 	return a
 }
 
-// wrote adds a write of the server's bytes to the client, which took d,
-// to each response in flight, and reports whether there was one.
-func (r *responses) wrote(d time.Duration) bool {
+// wrote adds a write of the server's bytes to the client, w, to each
+// response in flight, and reports whether there was one.
+func (r *responses) wrote(w Written) bool {
 	for _, a := range r.active {
-		a.writeWait += d
+		a.writeWait += w.write()
+		if a.obs != nil {
+			a.obs.ClientWrite(w.Start, w.End)
+		}
 	}
 	return len(r.active) > 0
 }

@@ -4,7 +4,8 @@
 // longest gap and by time to first token, each with its gap timeline.
 //
 // Memory is bounded by construction: a fixed number of entries, each with
-// at most Options.MaxGaps gaps and ids cut to MaxIDBytes. Only what the
+// at most Options.MaxGaps gaps and MaxStalls stalls, and ids cut to
+// MaxIDBytes. Only what the
 // proxy measured is kept: never a prompt, a completion or a header.
 //
 // How data flows: the proxy takes a Timeline from [Recorder.Start] when a
@@ -12,8 +13,8 @@
 // meter measures it (its buffer starts at 64 gaps and doubles as the
 // stream needs, up to the cap, so that a gap costs no allocation once the
 // buffer has room), and hands it to [Recorder.Record] with the stream's end
-// record (its outcome, timing, gap summary and the ITL objective it was
-// judged by) when the exchange finishes; the entry takes the timeline's
+// record (its outcome, timing, gap summary, the ITL objective it was
+// judged by, and its stalls with their causes) when the exchange finishes; the entry takes the timeline's
 // buffer. The admin listener reads the record through the query functions
 // (the JSON of /debug/streams and the live page).
 package recorder

@@ -27,9 +27,20 @@ type entryJSON struct {
 	LongestGap   float64   `json:"longest_gap_seconds"`
 	LongestGapAt int       `json:"longest_gap_index"`
 	// ClientWriteWait: the stream's writes to the client, summed.
-	ClientWriteWait float64   `json:"client_write_wait_seconds"`
-	Timeline        []gapJSON `json:"timeline"`
-	Rest            *restJSON `json:"rest,omitempty"`
+	ClientWriteWait float64     `json:"client_write_wait_seconds"`
+	Stalls          []stallJSON `json:"stalls"`
+	StallsPast      int         `json:"stalls_past,omitempty"`
+	Timeline        []gapJSON   `json:"timeline"`
+	Rest            *restJSON   `json:"rest,omitempty"`
+}
+
+// stallJSON is a stall: its gap's index and length, its cause, and the
+// request whose prefill caused it.
+type stallJSON struct {
+	Gap       int     `json:"gap"`
+	Seconds   float64 `json:"seconds"`
+	Cause     string  `json:"cause"`
+	RequestID string  `json:"request_id,omitempty"`
 }
 
 type gapJSON struct {
@@ -53,7 +64,12 @@ func (e *Entry) MarshalJSON() ([]byte, error) {
 		TTFT: known(e.TTFT), TPOT: known(e.TPOT),
 		Gaps: e.Gaps, LongestGap: e.LongestGap.Seconds(), LongestGapAt: e.LongestGapAt,
 		ClientWriteWait: e.ClientWriteWait.Seconds(),
+		Stalls:          make([]stallJSON, len(e.Stalls)),
+		StallsPast:      e.StallsPast,
 		Timeline:        make([]gapJSON, len(e.Timeline)),
+	}
+	for i, st := range e.Stalls {
+		j.Stalls[i] = stallJSON{Gap: st.Gap, Seconds: st.Length.Seconds(), Cause: st.Cause, RequestID: st.Prefill}
 	}
 	if e.OutputTokens >= 0 {
 		j.OutputTokens = &e.OutputTokens

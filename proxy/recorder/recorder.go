@@ -49,6 +49,26 @@ type Stream struct {
 	// to be written to the client, summed: long when the client read
 	// slowly, which its gaps then include.
 	ClientWriteWait time.Duration
+	// Stalls are the stream's stalls in order, at most MaxStalls of them,
+	// and StallsPast counts the others.
+	Stalls     []Stall
+	StallsPast int
+}
+
+// MaxStalls bounds the stalls an entry lists: a stream that stalls more
+// is counted, its causes in the metrics.
+const MaxStalls = 8
+
+// Stall is one of a stream's stalls (a gap over the stall threshold), and
+// its cause: "prefill" (another request's prefill on the same server,
+// named by Prefill, its request id), "client" (the client did not take
+// the stream's bytes) or "upstream" (the server stalled on its own).
+type Stall struct {
+	// Gap is the gap's index among the stream's gaps, from 1.
+	Gap     int
+	Length  time.Duration
+	Cause   string
+	Prefill string
 }
 
 // Entry is one recorded stream. It is never changed once recorded.
@@ -104,6 +124,14 @@ func (r *Recorder) Record(t *Timeline, s Stream) {
 	for _, f := range []*string{&s.RequestID, &s.SessionID, &s.TraceID, &s.Model, &s.Endpoint, &s.Tenant, &s.Class, &s.Upstream, &s.Outcome} {
 		if len(*f) > MaxIDBytes {
 			*f = (*f)[:MaxIDBytes]
+		}
+	}
+	if len(s.Stalls) > MaxStalls {
+		s.Stalls, s.StallsPast = slices.Clone(s.Stalls[:MaxStalls]), s.StallsPast+len(s.Stalls)-MaxStalls
+	}
+	for i := range s.Stalls {
+		if p := &s.Stalls[i].Prefill; len(*p) > MaxIDBytes {
+			*p = (*p)[:MaxIDBytes]
 		}
 	}
 	e := &Entry{Stream: s}
@@ -210,6 +238,7 @@ func (o Options) MemoryBound() int64 {
 	perEntry := int64(unsafe.Sizeof(Entry{})) + // the entry
 		8*MaxIDBytes + // its ids and labels, each cut to MaxIDBytes
 		int64(o.MaxGaps)*int64(unsafe.Sizeof(Gap{})) + // its timeline
+		MaxStalls*(int64(unsafe.Sizeof(Stall{}))+MaxIDBytes) + // its stalls, each naming a request
 		3*int64(unsafe.Sizeof(uintptr(0))) // a slot in the ring and in each ranking
 	return int64(o.Last+2*o.Slowest) * perEntry * 9 / 8
 }

@@ -135,7 +135,7 @@ func TestStreamsFilter(t *testing.T) {
 }
 
 func TestEntryJSON(t *testing.T) {
-	r := New(Options{Last: 2, MaxGaps: 1})
+	r := New(Options{Last: 4, MaxGaps: 1})
 	stream(r, "a", t0, 120, 10, 30)
 	r.Record(nil, Stream{RequestID: "b", Start: t0, TTFT: -1, TPOT: -1, OutputTokens: -1, ITLObjective: 50 * time.Millisecond})
 	got, err := json.Marshal(r.Get("a"))
@@ -144,7 +144,7 @@ func TestEntryJSON(t *testing.T) {
 	}
 	want := `{"request_id":"a","model":"m","endpoint":"","tenant":"","class":"","start":"2026-01-02T03:04:05Z",` +
 		`"duration_seconds":1,"outcome":"completed","ttft_seconds":0.12,"tpot_seconds":null,"output_tokens":3,` +
-		`"itl_objective_seconds":null,"gaps":2,"longest_gap_seconds":0.03,"longest_gap_index":2,"client_write_wait_seconds":0,"timeline":[{"seconds":0.01,"tokens":1}],` +
+		`"itl_objective_seconds":null,"gaps":2,"longest_gap_seconds":0.03,"longest_gap_index":2,"client_write_wait_seconds":0,"stalls":[],"timeline":[{"seconds":0.01,"tokens":1}],` +
 		`"rest":{"gaps":1,"total_seconds":0.03,"longest_seconds":0.03,"tokens":1}}`
 	if string(got) != want {
 		t.Errorf("got  %s\nwant %s", got, want)
@@ -152,6 +152,13 @@ func TestEntryJSON(t *testing.T) {
 	r.Record(nil, Stream{RequestID: "slow reader", Start: t0, TTFT: -1, TPOT: -1, OutputTokens: -1, ClientWriteWait: 1500 * time.Millisecond})
 	if got, _ := json.Marshal(r.Get("slow reader")); !strings.Contains(string(got), `"client_write_wait_seconds":1.5,`) {
 		t.Errorf("a slow reader's entry %s lacks its client write wait", got)
+	}
+	r.Record(nil, Stream{RequestID: "stalled", Start: t0, TTFT: -1, TPOT: -1, OutputTokens: -1, Stalls: []Stall{
+		{Gap: 3, Length: 600 * time.Millisecond, Cause: "prefill", Prefill: "long-prompt"},
+		{Gap: 9, Length: 450 * time.Millisecond, Cause: "upstream"}}, StallsPast: 2})
+	if got, _ := json.Marshal(r.Get("stalled")); !strings.Contains(string(got), `"stalls":[{"gap":3,"seconds":0.6,"cause":"prefill","request_id":"long-prompt"},`+
+		`{"gap":9,"seconds":0.45,"cause":"upstream"}],"stalls_past":2,`) {
+		t.Errorf("a stalled stream's entry %s lacks its stalls", got)
 	}
 	got, _ = json.Marshal(r.Get("b"))
 	if !strings.Contains(string(got), `"ttft_seconds":null,"tpot_seconds":null,"output_tokens":null,"itl_objective_seconds":0.05`) || !strings.Contains(string(got), `"timeline":[]`) {
@@ -169,7 +176,8 @@ func TestIDsAreCut(t *testing.T) {
 }
 
 // TestMemoryAtTheBound fills a recorder with the default bounds to the
-// brim (every entry distinct, ids at their longest, timelines full) and
+// brim (every entry distinct, ids at their longest, timelines and stalls
+// full, each stall naming a prefill of its own) and
 // measures the heap it holds: it must stay under Options.MemoryBound,
 // which docs/debugging.md states.
 func TestMemoryAtTheBound(t *testing.T) {
@@ -196,10 +204,14 @@ func TestMemoryAtTheBound(t *testing.T) {
 		if i >= o.Slowest && i < 2*o.Slowest {
 			ttft = time.Hour + time.Duration(i)
 		}
+		stalls := make([]Stall, MaxStalls+3)
+		for j := range stalls {
+			stalls[j] = Stall{Gap: j + 1, Length: time.Second, Cause: "prefill", Prefill: id(i*len(stalls)+j, "prefill")}
+		}
 		r.Record(tl, Stream{
 			RequestID: id(i, "request"), SessionID: id(i, "session"), TraceID: id(i, "trace"),
 			Model: id(i, "model"), Endpoint: id(i, "endpoint"), Tenant: id(i, "tenant"), Class: id(i, "class"), Outcome: id(i, "outcome"),
-			Start: now, TTFT: ttft, TPOT: time.Millisecond, Gaps: o.MaxGaps + 10, LongestGap: longest,
+			Start: now, TTFT: ttft, TPOT: time.Millisecond, Gaps: o.MaxGaps + 10, LongestGap: longest, Stalls: stalls,
 		})
 	}
 	runtime.GC()

@@ -66,19 +66,28 @@ type pageStream struct {
 	// WriteWait is the stream's client write wait.
 	WriteWait string
 	Bars      []pageBar
-	Stalls    []int // the gap indices (from 1) over the stall threshold
+	Stalls    []pageStall // the stream's stalls, with their causes
 	Rest      string
 	Width     int // the drawing's width: one unit per bar
 }
 
 // pageBar is one gap's bar, in the drawing's units. Most gaps are bare
 // rectangles, so that a page of full timelines stays small; a breach has
-// a class, and a stall its index and a tooltip too.
+// a class, and a stall its index, its cause and a tooltip too.
 type pageBar struct {
 	X, Y, H int
 	Index   int
 	Length  string
 	Class   string // "", "breach" (over the model's ITL objective) or "stall"
+	Cause   string // a stall's, as recorded ("" past the recorded ones)
+}
+
+// pageStall is one of a stream's stalls: its gap's index (from 1), its
+// cause, and the request whose prefill it was, with the address of its
+// JSON.
+type pageStall struct {
+	Index                       int
+	Cause, Prefill, PrefillLink string
 }
 
 type pageData struct {
@@ -214,17 +223,30 @@ func (s *Server) drawStream(e *recorder.Entry) pageStream {
 	objective := e.ITLObjective
 	longest := max(e.LongestGap, time.Millisecond)
 	ps.Width = max(len(e.Timeline), 1)
+	causes := make(map[int]recorder.Stall, len(e.Stalls))
+	for _, st := range e.Stalls {
+		causes[st.Gap] = st
+		p := pageStall{Index: st.Gap, Cause: st.Cause, Prefill: st.Prefill}
+		if p.Prefill != "" {
+			p.PrefillLink = "/debug/streams/" + url.PathEscape(p.Prefill)
+		}
+		ps.Stalls = append(ps.Stalls, p)
+	}
 	for i, g := range e.Timeline {
 		h := max(1, int(math.Round(barsHigh*float64(g.Length)/float64(longest))))
 		bar := pageBar{X: i, Y: barsHigh - h, H: h, Index: i + 1, Length: g.Length.Round(100 * time.Microsecond).String()}
+		st, recorded := causes[i+1]
 		switch {
-		case s.o.StallThreshold > 0 && g.Length > s.o.StallThreshold:
-			bar.Class = "stall"
-			ps.Stalls = append(ps.Stalls, i+1)
+		case recorded || s.o.StallThreshold > 0 && g.Length > s.o.StallThreshold:
+			bar.Class, bar.Cause = "stall", st.Cause
+			if !recorded {
+				ps.Stalls = append(ps.Stalls, pageStall{Index: i + 1})
+			}
 		case objective > 0 && g.Length > objective:
 			bar.Class = "breach"
 		}
 		ps.Bars = append(ps.Bars, bar)
 	}
+	slices.SortFunc(ps.Stalls, func(a, b pageStall) int { return a.Index - b.Index })
 	return ps
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,7 @@ var Objectives = map[string]metrics.Objectives{
 	"llama-3.1-8b-instruct": {TTFT: 500 * time.Millisecond, ITL: 50 * time.Millisecond, TPOT: 30 * time.Millisecond, MaxGap: time.Second},
 	"qwen2.5-72b-instruct":  {TTFT: time.Second, ITL: 100 * time.Millisecond, TPOT: 60 * time.Millisecond, MaxGap: time.Second},
 	"mixtral-8x7b-instruct": {TTFT: 300 * time.Millisecond, ITL: 100 * time.Millisecond, TPOT: 60 * time.Millisecond, MaxGap: time.Second},
+	Batch.Name:              {TTFT: 2 * time.Second, ITL: 100 * time.Millisecond, TPOT: 60 * time.Millisecond, MaxGap: 1500 * time.Millisecond},
 }
 
 // SLOs returns the objectives the demo runs with: the operator's when the
@@ -62,6 +64,9 @@ func Run(ctx context.Context, target string, models []string, n int, g prometheu
 	for i := range n {
 		wg.Go(func() { simulatedClient(ctx, client, target, models, i) })
 	}
+	if slices.Contains(models, Batch.Name) {
+		wg.Go(func() { batchClients(ctx, client, target) })
+	}
 	wg.Go(func() { printTables(ctx, w, g, models, log) })
 	return func() {
 		cancel()
@@ -81,7 +86,7 @@ func simulatedClient(ctx context.Context, client *http.Client, target string, mo
 		if rng.IntN(5) == 0 {
 			path, promptField = "/v1/completions", `"prompt":"Latency is"`
 		}
-		stream := rng.IntN(10) > 0
+		stream := rng.IntN(10) > 0 || model == Batch.Name // the engine serves streams only
 		body := fmt.Sprintf(`{"model":%q,%s,"max_tokens":%d,"stream":%t`, model, promptField, 24+rng.IntN(160), stream)
 		if stream && rng.IntN(2) == 0 {
 			body += `,"stream_options":{"include_usage":true}`
@@ -130,19 +135,12 @@ func simulatedRequest(ctx context.Context, client *http.Client, url, body string
 // printTables prints the table every TableEvery until ctx is canceled.
 func printTables(ctx context.Context, w io.Writer, g prometheus.Gatherer, models []string, log *zap.Logger) {
 	start := time.Now()
-	t := time.NewTicker(TableEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, TableEvery, TableEvery, func() {
 		snap, err := snapshotOf(g)
 		if err != nil {
 			log.Warn("demo table", zap.Error(err))
-			continue
+			return
 		}
 		fmt.Fprint(w, snap.table(models, time.Since(start)))
-	}
+	})
 }

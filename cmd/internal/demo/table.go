@@ -29,7 +29,7 @@ func (s snapshot) table(models []string, elapsed time.Duration) string {
 	}
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\trequests\tstreams ok/canceled/error\ttokens/s\tTTFT p50\tp99\tITL p50\tp99\tgaps\tSLO met\t\n",
+	fmt.Fprintf(tw, "%-*s\trequests\tstreams ok/canceled/error\ttokens/s\tTTFT p50\tp99\tITL p50\tp99\tgaps\tstalls prefill/client/upstream\tSLO met\t\n",
 		width, "after "+elapsed.Round(time.Second).String())
 	for _, model := range models {
 		streams := func(outcome string) float64 {
@@ -37,12 +37,16 @@ func (s snapshot) table(models []string, elapsed time.Duration) string {
 		}
 		ttft := s.Buckets("itlproxy_time_to_first_token_seconds", "model", model)
 		itl := s.Buckets("itlproxy_inter_token_latency_seconds", "model", model)
-		fmt.Fprintf(tw, "%-*s\t%.0f\t%.0f/%.0f/%.0f\t%.1f\t%s\t%s\t%s\t%s\t%d\t%s\t\n", width, model,
+		stalls := func(cause string) float64 {
+			return s.Value("itlproxy_stalls_total", "model", model, "cause", cause)
+		}
+		fmt.Fprintf(tw, "%-*s\t%.0f\t%.0f/%.0f/%.0f\t%.1f\t%s\t%s\t%s\t%s\t%d\t%.0f/%.0f/%.0f\t%s\t\n", width, model,
 			s.Value("itlproxy_requests_total", "model", model),
 			streams("completed"), streams("client_canceled"), streams("upstream_error")+streams("rejected"),
 			s.Value("itlproxy_output_tokens_total", "model", model)/elapsed.Seconds(),
 			scrape.Seconds(scrape.HistogramQuantile(0.5, ttft)), scrape.Seconds(scrape.HistogramQuantile(0.99, ttft)),
 			scrape.Seconds(scrape.HistogramQuantile(0.5, itl)), scrape.Seconds(scrape.HistogramQuantile(0.99, itl)), itl.Count,
+			stalls(metrics.StallPrefill), stalls(metrics.StallClient), stalls(metrics.StallUpstream),
 			s.attainment(model))
 	}
 	_ = tw.Flush()
