@@ -170,9 +170,16 @@ func discoverModel(ctx context.Context, cfg config) (string, error) {
 func (b *bench) warmup(ctx context.Context) {
 	n := int64(b.cfg.warmup)
 	var claimed atomic.Int64
-	b.workers(ctx, int(min(int64(b.cfg.concurrency), n)), func() bool {
-		return ctx.Err() == nil && claimed.Add(1) <= n
+	b.workers(ctx, int(min(int64(b.cfg.concurrency), n)), func(w *worker) {
+		for ctx.Err() == nil && claimed.Add(1) <= n {
+			w.do(ctx, w.next())
+		}
 	})
+	b.reset()
+}
+
+// reset forgets the stats and the counts of the requests sent so far.
+func (b *bench) reset() {
 	b.picks.Store(0)
 	b.sessions.Store(0)
 	b.peakInFlight.Store(0)
@@ -188,22 +195,23 @@ func (b *bench) run(ctx context.Context) {
 	if b.cfg.duration > 0 {
 		b.deadline = b.start.Add(b.cfg.duration)
 	}
-	b.workers(ctx, b.cfg.concurrency, func() bool { return b.more(ctx) })
+	b.workers(ctx, b.cfg.concurrency, func(w *worker) {
+		for b.more(ctx) {
+			w.do(ctx, w.next())
+		}
+	})
 }
 
-// workers runs n workers, started evenly over -ramp, each sending requests
-// one after another while more allows, and waits for them.
-func (b *bench) workers(ctx context.Context, n int, more func() bool) {
+// workers runs n workers, started evenly over -ramp, each running loop
+// (which sends requests one after another), and waits for them.
+func (b *bench) workers(ctx context.Context, n int, loop func(*worker)) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			if b.cfg.ramp > 0 && !sleep(ctx, b.cfg.ramp*time.Duration(i)/time.Duration(n)) {
 				return
 			}
-			w := newWorker(b)
-			for more() {
-				w.do(ctx, w.next())
-			}
+			loop(newWorker(b))
 		})
 	}
 	wg.Wait()

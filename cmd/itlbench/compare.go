@@ -100,6 +100,8 @@ type proxyScrape struct {
 	// ownExported is false when the scrape had none of them.
 	own         map[string]scrape.Buckets
 	ownExported bool
+	// capacity is what itlproxy's capacity rule reads (proxycapacity.go).
+	capacity capacityScrape
 }
 
 func scrapeProxy(ctx context.Context, url, endpoint string) (proxyScrape, error) {
@@ -148,6 +150,7 @@ func scrapeProxy(ctx context.Context, url, endpoint string) (proxyScrape, error)
 		s.requests[""] += m.GetCounter().GetValue()
 	}
 	s.own, s.ownExported = ownHistograms(families, endpoint)
+	s.capacity = capacityScrapeOf(families)
 	return s, nil
 }
 

@@ -5,7 +5,7 @@
 // proxy/events), so that the two ends of a comparison count the same
 // events. `itlbench -h` documents it.
 //
-// Four commands:
+// Five commands:
 //
 //   - A load run (run.go, flags.go): workers (request.go), one goroutine
 //     each, send requests at a fixed concurrency or rate, read each stream
@@ -18,11 +18,21 @@
 //     (own.go); with -watch-pid it reports the CPU time and memory
 //     of the named processes over the measured run (watch.go). -api drives
 //     a server's native API instead of the OpenAI-compatible one (native.go).
+//   - `itlbench sweep` (sweep.go, sweepflags.go) runs the load at each of
+//     a list of concurrency levels in turn (sweeplevel.go: each settles,
+//     measures the requests started within its window at its load, and
+//     drains), judges each against objectives on p99 TTFT and ITL and
+//     finds the capacity (capacity.go), and reports it as text
+//     (sweeptext.go), JSON, and an HTML page with SVG charts drawn on the
+//     server (sweephtml.go, sweepchart.go); with -compare-metrics, each
+//     level beside itlproxy's view of it and itlproxy's capacity rule
+//     computed over the sweep (proxycapacity.go).
 //   - `itlbench upstream` (upstream.go) serves a simulated upstream with
 //     fixed timing (OpenAI-compatible, and the native APIs) (package cmd/internal/llmsim), over HTTP or
 //     HTTPS with HTTP/2. With -stamp, each event carries its send time, from
 //     which a load run on the same machine measures each token event's
-//     transit (transit.go).
+//     transit (transit.go); with -itl-per-stream, its gaps lengthen with
+//     the requests in flight by a known law.
 //   - `itlbench plainproxy` (plainproxy.go) serves Go's plain
 //     httputil.ReverseProxy, measuring nothing: the baseline that itlproxy's
 //     cost is compared with in BENCHMARKS.md.

@@ -209,6 +209,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-prompt", "a", "-prompt-file", "/nonexistent"}, []string{"-prompt and -prompt-file: give one", "-prompt-file: open /nonexistent"}},
 		{[]string{"http://127.0.0.1/v1"}, []string{`unexpected argument "http://127.0.0.1/v1"`}},
 		{[]string{"upstream", "-tokens", "0", "-jitter", "2"}, []string{"-tokens 0: want at least 1", "-jitter and -spike-prob: want 0 to 1"}},
+		{[]string{"upstream", "-itl-per-stream", "-2ms"}, []string{"-ttft, -itl, -itl-per-stream and -spike: want durations of 0 or more"}},
 		{[]string{"-watch-pid", "12,x"}, []string{`-watch-pid "12,x": want process ids, comma-separated`}},
 		{[]string{"plainproxy", "-upstream", "ftp://x"}, []string{`-upstream "ftp://x": want an http or https URL with a host`}},
 	} {

@@ -56,6 +56,10 @@ type config struct {
 	progress   string // auto, always, never
 	compareURL string
 	watchPIDs  []int
+
+	// objectives judge each request (goodput): a sweep's -slo-ttft and
+	// -slo-itl; none in a load run.
+	objectives objectives
 }
 
 // weighted is a model and its share of the requests.
@@ -72,6 +76,9 @@ between token-bearing events (ITL) and time per output token (TPOT).
 
 usage:
   itlbench [flags]             run a load and report
+  itlbench sweep [flags]       step the concurrency over -levels, judge each level
+                               against objectives and find the capacity
+                               (itlbench sweep -h)
   itlbench upstream [flags]    serve a simulated upstream with fixed timing
                                (itlbench upstream -h)
   itlbench plainproxy [flags]  serve Go's plain httputil.ReverseProxy, the
@@ -138,6 +145,23 @@ func (f headerFlag) Set(v string) error {
 func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err error) {
 	fs := flag.NewFlagSet("itlbench", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	check := defineLoadFlags(fs, &cfg)
+	if help, err := parseFlags(fs, args, stdout, loadUsageHead, loadUsageTail); help || err != nil {
+		return cfg, help, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, false, &usageError{fmt.Errorf("unexpected argument %q (flags come first; the target is -url)", fs.Arg(0))}
+	}
+	if _, errs := check(); len(errs) > 0 {
+		return cfg, false, &usageError{errors.Join(errs...)}
+	}
+	return cfg, false, nil
+}
+
+// defineLoadFlags defines a load run's flags on fs, into cfg: a run's and
+// a sweep's. The function it returns, called once fs has parsed, completes
+// cfg from them and returns the flags given and every problem found.
+func defineLoadFlags(fs *flag.FlagSet, cfg *config) (check func() (set map[string]bool, errs []error)) {
 	base := fs.String("url", "http://127.0.0.1:8080/v1", "base `URL` of the OpenAI-compatible API; the endpoint's path is appended")
 	endpoint := fs.String("endpoint", "chat", "`API`: chat (/chat/completions) or completions (/completions)")
 	api := fs.String("api", "openai", "`family` of the API: openai (-endpoint's), or a server's native one: ollama\n(/api/chat), tgi (/generate_stream, /generate), llamacpp (/completion) or\nsglang (/generate); -url is then the server's root")
@@ -164,23 +188,15 @@ func parseLoadFlags(args []string, stdout io.Writer) (cfg config, help bool, err
 	fs.StringVar(&cfg.progress, "progress", "auto", "live progress line on stderr, `when`: auto (when stderr is a terminal), always, never")
 	fs.StringVar(&cfg.compareURL, "compare-metrics", "", "itlproxy's /metrics `URL`: scrape before and after the run and compare its TTFT,\nITL and TPOT with the client's, and report what it measured of itself (each\nevent's own delay and client write, the wait to run, the request leg)")
 	watch := fs.String("watch-pid", "", "report the CPU time and memory of these processes (`PID[,PID...]`, summed; Linux's\n/proc) over the measured run: the cost of the server or proxy under the load")
-
-	if help, err := parseFlags(fs, args, stdout, loadUsageHead, loadUsageTail); help || err != nil {
-		return cfg, help, err
+	return func() (map[string]bool, []error) {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if *api != "openai" && !set["url"] {
+			*base = "http://127.0.0.1:8080"
+		}
+		raw := rawFlags{api: *api, base: *base, endpoint: *endpoint, models: *models, promptFile: *promptFile, body: *body, watch: *watch}
+		return set, append(cfg.checkRequest(raw, set), cfg.checkLoad(raw, set)...)
 	}
-	if fs.NArg() > 0 {
-		return cfg, false, &usageError{fmt.Errorf("unexpected argument %q (flags come first; the target is -url)", fs.Arg(0))}
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *api != "openai" && !set["url"] {
-		*base = "http://127.0.0.1:8080"
-	}
-	raw := rawFlags{api: *api, base: *base, endpoint: *endpoint, models: *models, promptFile: *promptFile, body: *body, watch: *watch}
-	if errs := append(cfg.checkRequest(raw, set), cfg.checkLoad(raw, set)...); len(errs) > 0 {
-		return cfg, false, &usageError{errors.Join(errs...)}
-	}
-	return cfg, false, nil
 }
 
 // rawFlags are the flags parseLoadFlags checks and converts into config.

@@ -15,10 +15,10 @@ const progressEvery = time.Second
 // redrawn in place on a terminal, one line a second elsewhere (-progress
 // always). It returns the function that stops it and clears the line.
 func startProgress(b *bench, stderr io.Writer, mode string) (stop func()) {
-	term := isTerminal(stderr)
-	if mode == "never" || mode == "auto" && !term {
+	if !showProgress(stderr, mode) {
 		return func() {}
 	}
+	term := isTerminal(stderr)
 	done, finished := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(finished)

@@ -73,6 +73,17 @@ type resultJSON struct {
 	TPOT     distJSON   `json:"tpot"`
 	Duration distJSON   `json:"duration"`
 	Errors   errorsJSON `json:"errors"`
+	// Goodput is present when the run has objectives (a sweep's -slo-ttft,
+	// -slo-itl).
+	Goodput *goodputJSON `json:"goodput,omitempty"`
+}
+
+// goodputJSON is the share of the requests judged that met every
+// objective (worker.judge).
+type goodputJSON struct {
+	Judged int64   `json:"judged"`
+	Met    int64   `json:"met"`
+	Ratio  float64 `json:"ratio"` // met / judged, 0 when none was judged
 }
 
 type requests struct {
@@ -132,13 +143,14 @@ func newReport(b *bench, elapsed time.Duration) *report {
 	if r.Headers == nil {
 		r.Headers = []string{}
 	}
+	judging := cfg.objectives != objectives{}
 	for _, s := range b.stats {
 		res := s.result()
 		r.results = append(r.results, res)
-		r.PerModel = append(r.PerModel, res.json(elapsed))
+		r.PerModel = append(r.PerModel, res.json(elapsed, judging))
 	}
 	r.all = total(r.results)
-	r.Total = r.all.json(elapsed)
+	r.Total = r.all.json(elapsed, judging)
 	return r
 }
 
@@ -162,7 +174,8 @@ func (r result) tokensFrom() string {
 	return "mixed"
 }
 
-func (r result) json(elapsed time.Duration) resultJSON {
+// json is r as the report prints it; judging adds its goodput.
+func (r result) json(elapsed time.Duration, judging bool) resultJSON {
 	out := resultJSON{
 		Model:                 r.model,
 		Requests:              requests{Sent: r.sent, OK: r.ok, Failed: r.failed(), Canceled: r.canceled},
@@ -193,6 +206,12 @@ func (r result) json(elapsed time.Duration) resultJSON {
 	}
 	if out.Errors.Messages == nil {
 		out.Errors.Messages = map[string]string{}
+	}
+	if judging {
+		out.Goodput = &goodputJSON{Judged: r.judged, Met: r.met}
+		if r.judged > 0 {
+			out.Goodput.Ratio = float64(r.met) / float64(r.judged)
+		}
 	}
 	return out
 }

@@ -29,9 +29,12 @@ const (
 // goroutine a stream costs itlbench (the transport adds its own per
 // connection). Its buffer and scanner are reused from request to request.
 type worker struct {
-	b    *bench
-	buf  []byte
-	scan *events.Scanner
+	b *bench
+	// stats are where its requests record, one per model: the bench's, or
+	// the set of a sweep level's phase (sweeplevel.go).
+	stats []*modelStats
+	buf   []byte
+	scan  *events.Scanner
 	// stamps reads the send times an upstream may put into events.
 	stamps transitStamps
 	s      streamState
@@ -45,13 +48,16 @@ type worker struct {
 type streamState struct {
 	st    *modelStats
 	start time.Time // just before the request was sent
+	ttft  time.Duration
+	// ok: the request succeeded; canceled: the run was stopped under it.
+	ok, canceled bool
 	// tally counts the stream's events and does its arithmetic (TPOT,
 	// output tokens) exactly as itlproxy's meter does.
 	tally events.Tally
 }
 
 func newWorker(b *bench) *worker {
-	w := &worker{b: b, buf: make([]byte, readBufferBytes)}
+	w := &worker{b: b, stats: b.stats, buf: make([]byte, readBufferBytes)}
 	w.scan = events.NewScanner(b.cfg.endpoint, maxEventBytes, w.event)
 	return w
 }
@@ -74,10 +80,12 @@ func (w *worker) next() int {
 // do sends one request to model m and measures it.
 func (w *worker) do(ctx context.Context, m int) {
 	b := w.b
-	st := b.stats[m]
+	st := w.stats[m]
 	st.sent.Add(1)
 	b.enter()
 	defer b.inFlight.Add(-1)
+	w.s = streamState{st: st, tally: events.NewTally()}
+	defer w.judge()
 
 	reqCtx, cancel := ctx, context.CancelFunc(func() {})
 	if b.cfg.timeout > 0 {
@@ -93,7 +101,7 @@ func (w *worker) do(ctx context.Context, m int) {
 	if w.session != "" {
 		req.Header.Set(b.cfg.sessionHeader, w.session)
 	}
-	w.s = streamState{st: st, tally: events.NewTally(), start: time.Now()}
+	w.s.start = time.Now()
 	resp, err := b.client.Do(req)
 	if err != nil {
 		w.failed(ctx, errConnect, err)
@@ -171,7 +179,8 @@ func (w *worker) event(e events.Event, at events.Stamp) {
 	switch {
 	case !ok:
 	case tok.First:
-		s.st.ttft.record(at.At.Sub(s.start))
+		s.ttft = at.At.Sub(s.start)
+		s.st.ttft.record(s.ttft)
 	default:
 		s.st.itl.record(tok.Gap)
 	}
@@ -202,6 +211,7 @@ func (w *worker) readWhole(ctx context.Context, body io.Reader) {
 }
 
 func (w *worker) succeeded() {
+	w.s.ok = true
 	w.s.st.ok.Add(1)
 	w.s.st.duration.record(time.Since(w.s.start))
 }
@@ -211,12 +221,35 @@ func (w *worker) succeeded() {
 func (w *worker) failed(ctx context.Context, kind errKind, err error) {
 	switch {
 	case ctx.Err() != nil:
+		w.s.canceled = true
 		w.s.st.canceled.Add(1)
 		return
 	case errors.Is(err, context.DeadlineExceeded):
 		kind = errTimeout
 	}
 	w.s.st.fail(kind, 0, w.b.redact(err.Error()))
+}
+
+// judge counts the request that ended against the objectives, when
+// there are any: it met them when it succeeded with tokens, its TTFT
+// within -slo-ttft and its mean gap between token events within -slo-itl
+// (a request's ITL as vLLM's and AIPerf's goodput judge it; a stream of
+// one token has no gap to judge). A request the run canceled is not
+// judged.
+func (w *worker) judge() {
+	o, s := w.b.cfg.objectives, &w.s
+	if o == (objectives{}) || s.canceled {
+		return
+	}
+	s.st.judged.Add(1)
+	t := &s.tally
+	met := s.ok && t.Events > 0 && (o.ttft == 0 || s.ttft <= o.ttft)
+	if met && o.itl > 0 && t.Events > 1 {
+		met = t.Last.Sub(t.First)/time.Duration(t.Events-1) <= o.itl
+	}
+	if met {
+		s.st.met.Add(1)
+	}
 }
 
 // redact hides every extra header's value (credentials) in a message

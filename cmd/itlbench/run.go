@@ -16,8 +16,9 @@ var version = "dev"
 var errNoSuccess = errors.New("no request succeeded")
 
 // run is the whole program: main only adds signals and the exit status.
-// A load run returns when it is over (or ctx is canceled), after the
-// report; `upstream`, `plainproxy` and `otlpsink` serve until ctx is canceled.
+// A load run and a sweep return when they are over (or ctx is canceled),
+// after the report; `upstream`, `plainproxy` and `otlpsink` serve until ctx
+// is canceled.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -27,29 +28,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runPlainProxy(ctx, args[1:], stdout, stderr)
 		case "otlpsink":
 			return runOTLPSink(ctx, args[1:], stdout, stderr)
+		case "sweep":
+			return runSweep(ctx, args[1:], stdout, stderr)
 		}
 	}
 	cfg, help, err := parseLoadFlags(args, stdout)
 	if err != nil || help {
 		return err
 	}
-	if len(cfg.models) == 0 && cfg.api != "" && cfg.api != "openai" {
-		cfg.models = []weighted{{Name: nativeDefaultModel, Weight: 1}}
-	}
-	if len(cfg.models) == 0 {
-		name, err := discoverModel(ctx, cfg)
-		if err != nil {
-			return fmt.Errorf("no -model given, and asking the server failed: %w", err)
-		}
-		cfg.models = []weighted{{Name: name, Weight: 1}}
-	}
-	// Each stream holds a connection: a socket each, and a few more
-	// descriptors for the process itself.
-	switch raised, err := raiseFileLimit(uint64(cfg.concurrency) + 64); {
-	case err != nil:
-		fmt.Fprintln(stderr, "itlbench: warning:", err)
-	case raised != "":
-		fmt.Fprintln(stderr, "itlbench:", raised)
+	if err := prepare(ctx, &cfg, stderr); err != nil {
+		return err
 	}
 	b, err := newBench(cfg)
 	if err != nil {
@@ -95,6 +83,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		err = errNoSuccess
 	}
 	return err
+}
+
+// prepare completes cfg's models (asking the server when none is given)
+// and raises the open-file limit for cfg.concurrency streams.
+func prepare(ctx context.Context, cfg *config, stderr io.Writer) error {
+	if len(cfg.models) == 0 && cfg.api != "" && cfg.api != "openai" {
+		cfg.models = []weighted{{Name: nativeDefaultModel, Weight: 1}}
+	}
+	if len(cfg.models) == 0 {
+		name, err := discoverModel(ctx, *cfg)
+		if err != nil {
+			return fmt.Errorf("no -model given, and asking the server failed: %w", err)
+		}
+		cfg.models = []weighted{{Name: name, Weight: 1}}
+	}
+	// Each stream holds a connection: a socket each, and a few more
+	// descriptors for the process itself.
+	switch raised, err := raiseFileLimit(uint64(cfg.concurrency) + 64); {
+	case err != nil:
+		fmt.Fprintln(stderr, "itlbench: warning:", err)
+	case raised != "":
+		fmt.Fprintln(stderr, "itlbench:", raised)
+	}
+	return nil
 }
 
 // compareWith scrapes the proxy after the run and compares; a failure is

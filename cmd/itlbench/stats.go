@@ -48,6 +48,10 @@ type modelStats struct {
 	// ended cleanly between events. A server may end so; a proxy that cuts
 	// a stream that way hides the cut from the client.
 	noDone atomic.Int64
+	// judged counts the requests judged against the objectives (all that
+	// ended but the canceled, when there are objectives), met those that
+	// met every one: goodput.
+	judged, met atomic.Int64
 
 	mu          sync.Mutex
 	statusCodes map[int]int64
@@ -82,6 +86,7 @@ type result struct {
 	outputTokens, tokenEvents int64
 	withUsage, invalidEvents  int64
 	noDone                    int64
+	judged, met               int64
 	ttft, itl, tpot, duration dist
 	transit                   dist
 }
@@ -97,6 +102,8 @@ func (s *modelStats) result() result {
 		withUsage:     s.withUsage.Load(),
 		invalidEvents: s.invalidEvents.Load(),
 		noDone:        s.noDone.Load(),
+		judged:        s.judged.Load(),
+		met:           s.met.Load(),
 		ttft:          s.ttft.snapshot(),
 		itl:           s.itl.snapshot(),
 		transit:       s.transit.snapshot(),
@@ -146,6 +153,8 @@ func (r *result) merge(o result) {
 	r.withUsage += o.withUsage
 	r.invalidEvents += o.invalidEvents
 	r.noDone += o.noDone
+	r.judged += o.judged
+	r.met += o.met
 	r.ttft.merge(o.ttft)
 	r.itl.merge(o.itl)
 	r.transit.merge(o.transit)

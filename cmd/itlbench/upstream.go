@@ -19,7 +19,8 @@ const upstreamUsageHead = `itlbench upstream serves a simulated OpenAI-compatibl
 completions and completions, streamed or not, GET /v1/models) with the
 timing given, so that benchmarks of a load run straight at it, through
 itlproxy, or through another proxy share one upstream. Timing is fixed
-unless -jitter or -spike-prob are set. It serves until interrupted.
+unless -jitter or -spike-prob are set; with -itl-per-stream, gaps lengthen
+with the requests in flight by a known law. It serves until interrupted.
 
 usage:
   itlbench upstream [flags]
@@ -32,6 +33,7 @@ GET /v1/models lists (and so what itlbench picks when given no -model).
 
 Examples:
   itlbench upstream -addr 127.0.0.1:8000 -ttft 50ms -itl 20ms -tokens 128
+  itlbench upstream -addr 127.0.0.1:8000 -itl 20ms -itl-per-stream 2ms
   itlbench upstream -addr 127.0.0.1:8443 -tls-cert /tmp/upstream.pem
   ITLPROXY_UPSTREAM_URL=https://127.0.0.1:8443 ITLPROXY_UPSTREAM_CA_FILE=/tmp/upstream.pem itlproxy
 `
@@ -43,7 +45,8 @@ func runUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	addr := fs.String("addr", "127.0.0.1:8000", "listen `address`")
 	m := llmsim.Model{}
 	fs.DurationVar(&m.TTFT, "ttft", 50*time.Millisecond, "time from the request to the first token")
-	fs.DurationVar(&m.ITL, "itl", 20*time.Millisecond, "gap between tokens")
+	fs.DurationVar(&m.ITL, "itl", 20*time.Millisecond, "gap between tokens (of a lone stream, with -itl-per-stream)")
+	perStream := fs.Duration("itl-per-stream", 0, "lengthen each gap by this for every other request the server is decoding when\nthe gap begins: gap = -itl + (n-1) × this, n the requests in flight, as an\nengine's decode step slows with its batch (a server whose capacity a sweep can\nfind: itlbench sweep -h); 0: gaps do not depend on the load")
 	fs.IntVar(&m.Length, "tokens", 128, "completion length: each completion ends after this many tokens (finish_reason\n\"stop\"), or at the request's max_tokens when that is fewer")
 	fs.Float64Var(&m.Jitter, "jitter", 0, "spread TTFT and each gap uniformly by ± this `fraction` of their mean (0 to 1)")
 	fs.Float64Var(&m.SpikeProb, "spike-prob", 0, "chance (0 to 1) that a gap is a stall of -spike instead")
@@ -58,8 +61,11 @@ func runUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
 	}
-	if m.TTFT < 0 || m.ITL < 0 || m.Spike < 0 {
-		errs = append(errs, errors.New("-ttft, -itl and -spike: want durations of 0 or more"))
+	if m.TTFT < 0 || m.ITL < 0 || m.Spike < 0 || *perStream < 0 {
+		errs = append(errs, errors.New("-ttft, -itl, -itl-per-stream and -spike: want durations of 0 or more"))
+	}
+	if *perStream > 0 {
+		m.Load = &llmsim.Load{PerStream: *perStream}
 	}
 	if m.Length < 1 {
 		errs = append(errs, fmt.Errorf("-tokens %d: want at least 1", m.Length))
@@ -99,11 +105,14 @@ func runUpstream(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	stamped := ""
+	stamped, perOther := "", ""
 	if m.Stamp {
 		stamped = ", events stamped"
 	}
-	fmt.Fprintf(stderr, "itlbench upstream: serving %s://%s/v1 (ttft %v, itl %v, %d tokens, jitter %g, spikes %g of %v%s)\n",
-		scheme, ln.Addr(), m.TTFT, m.ITL, m.Length, m.Jitter, m.SpikeProb, m.Spike, stamped)
+	if m.Load != nil {
+		perOther = fmt.Sprintf(" + %v per other request in flight", m.Load.PerStream)
+	}
+	fmt.Fprintf(stderr, "itlbench upstream: serving %s://%s/v1 (ttft %v, itl %v%s, %d tokens, jitter %g, spikes %g of %v%s)\n",
+		scheme, ln.Addr(), m.TTFT, m.ITL, perOther, m.Length, m.Jitter, m.SpikeProb, m.Spike, stamped)
 	return serveUntil(ctx, srv, ln)
 }

@@ -49,9 +49,7 @@ func Main(m *testing.M, main func()) {
 // could not run.
 func RunMain(t testing.TB, env []string, args ...string) (output string, status int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
-	out, err := cmd.CombinedOutput()
+	out, err := MainCommand(env, args...).CombinedOutput()
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
 		return string(out), exitErr.ExitCode()
@@ -59,4 +57,14 @@ func RunMain(t testing.TB, env []string, args ...string) (output string, status 
 		t.Fatal(err)
 	}
 	return string(out), 0
+}
+
+// MainCommand is the command that runs the command's real main in a child
+// process (the test binary, whose TestMain is Main) with args and env
+// added to the test's environment, not yet started: for a test that
+// signals the process while it runs.
+func MainCommand(env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), runMainEnv+"=1"), env...)
+	return cmd
 }

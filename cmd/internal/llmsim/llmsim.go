@@ -33,6 +33,9 @@ type Model struct {
 	// measures the event's transit. SSE clients ignore comments, so the
 	// stream means the same; off, the stream is byte for byte as before.
 	Stamp bool
+	// Load, when set, lengthens every gap with the requests in flight,
+	// by the law of load.go; models that share one share the count.
+	Load *Load
 }
 
 // DefaultMaxTokens is the completion length when a request sets none.
@@ -196,7 +199,7 @@ func (c *completion) gap() time.Duration {
 	if c.model.SpikeProb > 0 && rand.Float64() < c.model.SpikeProb {
 		return c.model.Spike
 	}
-	return jittered(c.model.ITL, c.model.Jitter)
+	return jittered(c.model.Load.gap(c.model.ITL), c.model.Jitter)
 }
 
 var words = []string{
@@ -265,6 +268,7 @@ func appendStamp(buf []byte, t time.Time) []byte {
 // its time comes, and reports whether every token was emitted (false: the
 // client went away, or emit failed).
 func (c *completion) decode(r *http.Request, emit func(i int, word string) bool) bool {
+	defer c.model.Load.enter()()
 	timer := time.NewTimer(jittered(c.model.TTFT, c.model.Jitter))
 	defer timer.Stop()
 	for i := 0; i < c.tokens; i++ {
@@ -286,6 +290,7 @@ func (c *completion) decode(r *http.Request, emit func(i int, word string) bool)
 // waitWhole waits as long as the whole completion would take, and
 // returns it, or reports false when the client went away first.
 func (c *completion) waitWhole(r *http.Request) ([]byte, bool) {
+	defer c.model.Load.enter()()
 	wait := jittered(c.model.TTFT, c.model.Jitter)
 	for i := 1; i < c.tokens; i++ {
 		wait += c.gap()
